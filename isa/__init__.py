@@ -1,0 +1,22 @@
+"""The T-SAR instruction-set extension: definitions, golden semantics, encoding and assembly.
+
+Everything here derives from the configurations in :mod:`tsar.isa.config` and the instruction
+table built from them in :mod:`tsar.isa.instructions`.
+"""
+
+from .assembler import AssemblyError, Program, assemble, assemble_file
+from .codec import EncodingError, InvalidInstruction, TsarInstruction, decode, encode, is_tsar, make
+from .config import C2S4, C2S4_128, C4S4, TsarConfig, configs, get_config, register_config
+from .disassembler import DecodedLine, disassemble, format_lines
+from .instructions import Field, InstructionSpec, Kind, OperandSpec, by_mnemonic, instructions
+from .operands import Memory, Register
+from .semantics import pack_tile, tgemv, tlut, unpack_tile, weight_codes
+
+__all__ = [
+    "C2S4", "C2S4_128", "C4S4", "AssemblyError", "DecodedLine", "EncodingError", "Field",
+    "InstructionSpec", "InvalidInstruction", "Kind", "Memory", "OperandSpec", "Program",
+    "Register", "TsarConfig", "TsarInstruction", "assemble", "assemble_file", "by_mnemonic",
+    "configs", "decode", "disassemble", "encode", "format_lines", "get_config", "instructions",
+    "is_tsar", "make", "pack_tile", "register_config", "tgemv", "tlut", "unpack_tile",
+    "weight_codes",
+]

@@ -1,0 +1,292 @@
+"""Assembler for Intel-syntax x86-64 with T-SAR mnemonics.
+
+Standard instructions and directives go to keystone-engine. Each T-SAR statement is encoded by
+:mod:`tsar.isa.codec` and handed to keystone as a ``.byte`` directive of its exact length, in the
+same keystone run, so labels and branches across T-SAR code stay right. Label and line addresses
+come out of that run too: a table of ``.quad`` entries appended after the program records them.
+
+Source conventions: one statement per line; comments start with ``;``, ``#`` or ``//``; labels are
+``name:``; a T-SAR memory operand that names a label is RIP-relative (``[rip + table]``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from keystone import KS_ARCH_X86, KS_MODE_64, Ks, KsError
+
+from . import codec, syntax
+from .instructions import mnemonics
+from .operands import Memory
+
+_LABEL_RE = re.compile(r"^\s*([A-Za-z_.$][\w.$@?]*)\s*:(?!:)")
+_WORD_RE = re.compile(r"[A-Za-z_.$][\w.$@?]*")
+_LINE_MARK = "__tsar_line_{}"
+_END_MARK = "__tsar_end"
+_TSAR_FAMILY_RE = re.compile(r"^(tlut|tgemv)\d+x\d+$")
+
+# Words that may appear in an operand without being a label (for "undefined label" messages).
+_NOT_LABELS = frozenset(
+    [f"{p}{n}" for p in ("xmm", "ymm", "zmm") for n in range(32)]
+    + [f"r{n}{s}" for n in range(8, 16) for s in ("", "d", "w", "b")]
+    + [f"k{n}" for n in range(8)] + [f"st{n}" for n in range(8)] + [f"mm{n}" for n in range(8)]
+    + "rax rbx rcx rdx rsi rdi rsp rbp rip eax ebx ecx edx esi edi esp ebp eip ax bx cx dx si di sp bp "
+      "al bl cl dl sil dil spl bpl ah bh ch dh cs ds es fs gs ss ptr byte word dword qword tbyte "
+      "xmmword ymmword zmmword oword offset short near far rel".split()
+)
+
+
+class AssemblyError(Exception):
+    """An error in the source, located at ``file:line``; ``str()`` is one line."""
+
+    def __init__(self, file: str, line: int, text: str, message: str) -> None:
+        super().__init__(message)
+        self.file, self.line, self.text, self.message = file, line, text.strip(), message
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: error: {self.message} [in: {self.text}]"
+
+
+@dataclass(frozen=True)
+class ListingEntry:
+    """One source line: its address, the bytes it produced (possibly none) and its text."""
+
+    line: int
+    address: int
+    data: bytes
+    source: str
+    tsar: bool
+
+
+@dataclass
+class Program:
+    """Assembled machine code placed at ``base``, with its labels and a listing."""
+
+    code: bytes
+    base: int
+    symbols: dict[str, int]
+    listing: list[ListingEntry] = field(default_factory=list)
+    source_name: str = "<input>"
+
+    def address_of(self, label: str) -> int:
+        try:
+            return self.symbols[label]
+        except KeyError:
+            raise KeyError(f"no label {label!r} in {self.source_name}") from None
+
+    def listing_text(self, bytes_per_row: int = 10) -> str:
+        """objdump-like listing: address, bytes and the source line; T-SAR lines are marked ``T``."""
+        width = 3 * bytes_per_row
+        rows = []
+        for entry in self.listing:
+            chunks = [entry.data[i:i + bytes_per_row] for i in range(0, len(entry.data), bytes_per_row)]
+            chunks = chunks or [b""]
+            mark = "T" if entry.tsar else " "
+            for n, chunk in enumerate(chunks):
+                hexes = " ".join(f"{b:02x}" for b in chunk).ljust(width)
+                text = entry.source if n == 0 else ""
+                addr = f"{entry.address:8x}" if chunk or n == 0 else ""
+                rows.append(f"{entry.line:5d} {addr:>8} {mark} {hexes} {text}".rstrip())
+        return "\n".join(rows)
+
+
+@dataclass
+class _Statement:
+    number: int
+    raw: str
+    labels: list[str]
+    body: str
+    tsar: codec.TsarInstruction | None = None
+
+
+def strip_comment(line: str) -> str:
+    """Remove a ``;``, ``#`` or ``//`` comment that is not inside a string literal."""
+    quote = None
+    for pos, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in ";#" or line.startswith("//", pos):
+            return line[:pos]
+    return line
+
+
+def assemble(source: str, *, base: int = 0, filename: str = "<input>") -> Program:
+    """Assemble ``source`` for address ``base``; raises :class:`AssemblyError` on bad input."""
+    statements = _parse(source, filename)
+    labels = {name: st for st in statements for name in st.labels}
+    known = set(labels)
+    for st in statements:
+        if st.tsar is not None:
+            for sym in _symbols(st.tsar):
+                if sym not in known:
+                    raise AssemblyError(filename, st.number, st.raw, f"undefined label {sym!r}")
+
+    # Pass 1: T-SAR lines as placeholders of their exact length (symbols encode as disp32).
+    placeholder = {name: base for name in known}
+    pass1 = _keystone_source(statements, lambda st: codec.encode(st.tsar, base, placeholder))
+    addresses = _addresses(_run_keystone(pass1, base, statements, filename, labels),
+                           len(statements), list(labels))
+    line_addr = addresses[: len(statements) + 1]
+    symbols = dict(zip(labels, addresses[len(statements) + 1:], strict=True))
+
+    # Pass 2: the real encodings, now that every address is known.
+    encodings: dict[int, bytes] = {}
+    for i, st in enumerate(statements):
+        if st.tsar is not None:
+            try:
+                encodings[i] = codec.encode(st.tsar, line_addr[i], symbols)
+            except codec.EncodingError as exc:
+                raise AssemblyError(filename, st.number, st.raw, str(exc)) from None
+    index = {id(st): i for i, st in enumerate(statements)}
+    pass2 = _keystone_source(statements, lambda st: encodings[index[id(st)]])
+    code = _run_keystone(pass2, base, statements, filename, labels)
+    if _addresses(code, len(statements), list(labels)) != addresses:
+        raise RuntimeError("internal: layout changed between assembler passes")
+    code = code[: line_addr[-1] - base]
+
+    listing = [
+        ListingEntry(st.number, line_addr[i], code[line_addr[i] - base: line_addr[i + 1] - base],
+                     st.raw.rstrip(), st.tsar is not None)
+        for i, st in enumerate(statements)
+    ]
+    return Program(code, base, symbols, listing, filename)
+
+
+def assemble_file(path: str | Path, *, base: int = 0) -> Program:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AssemblyError(str(path), 0, "", f"cannot read source: {exc}") from None
+    return assemble(text, base=base, filename=str(path))
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+def _parse(source: str, filename: str) -> list[_Statement]:
+    statements = []
+    seen: dict[str, int] = {}
+    tsar_names = mnemonics()
+    for number, raw in enumerate(source.splitlines(), start=1):
+        body = strip_comment(raw).strip()
+        labels = []
+        while match := _LABEL_RE.match(body):
+            name = match.group(1)
+            if name.startswith("__tsar_"):
+                raise AssemblyError(filename, number, raw, f"label {name!r} uses a reserved prefix")
+            if name in seen:
+                raise AssemblyError(filename, number, raw,
+                                    f"label {name!r} already defined at line {seen[name]}")
+            seen[name] = number
+            labels.append(name)
+            body = body[match.end():].strip()
+        st = _Statement(number, raw, labels, body)
+        word = body.split(None, 1)[0].lower() if body else ""
+        if word in tsar_names:
+            st.tsar = _parse_tsar(st, word, filename)
+        elif _TSAR_FAMILY_RE.match(word):
+            known = ", ".join(sorted(tsar_names))
+            raise AssemblyError(filename, number, raw,
+                                f"unknown T-SAR mnemonic {word!r} (registered: {known})")
+        statements.append(st)
+    return statements
+
+
+def _parse_tsar(st: _Statement, mnemonic: str, filename: str) -> codec.TsarInstruction:
+    rest = st.body.split(None, 1)[1] if len(st.body.split(None, 1)) > 1 else ""
+    try:
+        operands = [syntax.parse_operand(t) for t in syntax.split_operands(rest)]
+        return codec.make(mnemonic, *operands)
+    except (syntax.SyntaxProblem, codec.EncodingError) as exc:
+        raise AssemblyError(filename, st.number, st.raw, str(exc)) from None
+
+
+def _symbols(inst: codec.TsarInstruction) -> Iterable[str]:
+    for op in inst.operands:
+        if isinstance(op, Memory) and op.symbol is not None:
+            yield op.symbol
+
+
+# --- keystone ------------------------------------------------------------------------------------
+
+def _keystone_source(statements: list[_Statement], tsar_bytes) -> str:
+    lines = []
+    for i, st in enumerate(statements):
+        lines.append(f"{_LINE_MARK.format(i)}:")
+        lines += [f"{name}:" for name in st.labels]
+        if st.tsar is not None:
+            lines.append(".byte " + ", ".join(f"{b:#04x}" for b in tsar_bytes(st)))
+        elif st.body:
+            lines.append(st.body)
+    lines.append(f"{_END_MARK}:")
+    marks = [_LINE_MARK.format(i) for i in range(len(statements))] + [_END_MARK]
+    names = marks + [name for st in statements for name in st.labels]
+    lines += [f".quad {name}" for name in names]
+    return "\n".join(lines) + "\n"
+
+
+def _addresses(table: bytes, n_lines: int, labels: list[str]) -> list[int]:
+    count = n_lines + 1 + len(labels)
+    raw = table[-8 * count:] if count else b""
+    return [int.from_bytes(raw[8 * i: 8 * i + 8], "little") for i in range(count)]
+
+
+def _run_keystone(text: str, base: int, statements: list[_Statement], filename: str,
+                  labels: dict[str, _Statement]) -> bytes:
+    try:
+        encoding, _ = Ks(KS_ARCH_X86, KS_MODE_64).asm(text, base)
+    except KsError as exc:
+        raise _locate_keystone_error(exc, statements, filename, labels) from None
+    return bytes(encoding or b"")
+
+
+def _locate_keystone_error(exc: KsError, statements: list[_Statement], filename: str,
+                           labels: dict[str, _Statement]) -> AssemblyError:
+    """Find the first line whose prefix of the program fails, and describe the error."""
+    def fails(n: int) -> KsError | None:
+        defined = {name for st in statements[:n] for name in st.labels}
+        text = "\n".join(
+            [f"{name}:" for st in statements[:n] for name in st.labels] +
+            [st.body for st in statements[:n] if st.body and st.tsar is None] +
+            ["nop"] + [f"{name}:" for name in labels if name not in defined]
+        )
+        try:
+            Ks(KS_ARCH_X86, KS_MODE_64).asm(text, 0)
+        except KsError as err:
+            return err
+        return None
+
+    lo, hi = 0, len(statements)  # invariant: prefix lo passes, prefix hi fails (assumed)
+    if fails(hi) is None:
+        st = next((s for s in statements if s.body and s.tsar is None), statements[0])
+        return AssemblyError(filename, st.number, st.raw, f"keystone: {exc}")
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fails(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    st = statements[hi - 1]
+    return AssemblyError(filename, st.number, st.raw, _describe(fails(hi), st, labels))
+
+
+def _describe(err: KsError | None, st: _Statement, labels: dict[str, _Statement]) -> str:
+    text = str(err)
+    if "MNEMONICFAIL" in text:
+        word = st.body.split(None, 1)[0]
+        return f"unknown mnemonic {word!r}"
+    if "SYMBOL_MISSING" in text:
+        words = _WORD_RE.findall(st.body)[1:]
+        missing = [w for w in words if w.lower() not in _NOT_LABELS and w not in labels]
+        if missing:
+            return f"undefined label {missing[0]!r}"
+        return "undefined symbol"
+    if "INVALIDOPERAND" in text:
+        return "invalid operand for this instruction"
+    return f"keystone rejected the statement: {text}"

@@ -1,0 +1,1 @@
+"""Ternary weight formats, T-SAR kernels and native baseline kernels."""

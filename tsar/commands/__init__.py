@@ -1,0 +1,1 @@
+"""Sub-commands of the ``tsar`` CLI, one module each."""
