@@ -20,10 +20,12 @@ from keystone import KS_ARCH_X86, KS_MODE_64, Ks, KsError
 
 from . import codec, syntax
 from .instructions import mnemonics
+from .modrm import INT32_MAX, INT32_MIN
 from .operands import Memory
 
 _LABEL_RE = re.compile(r"^\s*([A-Za-z_.$][\w.$@?]*)\s*:(?!:)")
 _WORD_RE = re.compile(r"[A-Za-z_.$][\w.$@?]*")
+_BRACKET_RE = re.compile(r"\[([^\]]*)\]")
 _LINE_MARK = "__tsar_line_{}"
 _END_MARK = "__tsar_end"
 _TSAR_FAMILY_RE = re.compile(r"^(tlut|tgemv)\d+x\d+$")
@@ -33,9 +35,12 @@ _NOT_LABELS = frozenset(
     [f"{p}{n}" for p in ("xmm", "ymm", "zmm") for n in range(32)]
     + [f"r{n}{s}" for n in range(8, 16) for s in ("", "d", "w", "b")]
     + [f"k{n}" for n in range(8)] + [f"st{n}" for n in range(8)] + [f"mm{n}" for n in range(8)]
-    + "rax rbx rcx rdx rsi rdi rsp rbp rip eax ebx ecx edx esi edi esp ebp eip ax bx cx dx si di sp bp "
-      "al bl cl dl sil dil spl bpl ah bh ch dh cs ds es fs gs ss ptr byte word dword qword tbyte "
-      "xmmword ymmword zmmword oword offset short near far rel".split()
+    + ["rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rsp", "rbp", "rip",
+       "eax", "ebx", "ecx", "edx", "esi", "edi", "esp", "ebp", "eip",
+       "ax", "bx", "cx", "dx", "si", "di", "sp", "bp",
+       "al", "bl", "cl", "dl", "sil", "dil", "spl", "bpl", "ah", "bh", "ch", "dh",
+       "cs", "ds", "es", "fs", "gs", "ss", "ptr", "byte", "word", "dword", "qword", "tbyte",
+       "xmmword", "ymmword", "zmmword", "oword", "offset", "short", "near", "far", "rel"]
 )
 
 
@@ -194,6 +199,8 @@ def _parse(source: str, filename: str) -> list[_Statement]:
             known = ", ".join(sorted(tsar_names))
             raise AssemblyError(filename, number, raw,
                                 f"unknown T-SAR mnemonic {word!r} (registered: {known})")
+        elif body and not body.startswith("."):
+            _check_displacements(st, filename)
         statements.append(st)
     return statements
 
@@ -202,9 +209,23 @@ def _parse_tsar(st: _Statement, mnemonic: str, filename: str) -> codec.TsarInstr
     rest = st.body.split(None, 1)[1] if len(st.body.split(None, 1)) > 1 else ""
     try:
         operands = [syntax.parse_operand(t) for t in syntax.split_operands(rest)]
-        return codec.make(mnemonic, *operands)
+        inst = codec.make(mnemonic, *operands)
+        codec.encode(inst, 0, dict.fromkeys(_symbols(inst), 0))  # encodable at all?
+        return inst
     except (syntax.SyntaxProblem, codec.EncodingError) as exc:
         raise AssemblyError(filename, st.number, st.raw, str(exc)) from None
+
+
+def _check_displacements(st: _Statement, filename: str) -> None:
+    """Refuse numeric displacements beyond 32 bits, which keystone would silently truncate."""
+    for match in _BRACKET_RE.finditer(st.body):
+        try:
+            mem = syntax.parse_memory(None, match.group(1), match.group(0))
+        except syntax.SyntaxProblem:
+            continue  # keystone judges what our parser does not model
+        if mem.symbol is None and not INT32_MIN <= mem.disp <= INT32_MAX:
+            raise AssemblyError(filename, st.number, st.raw,
+                                f"displacement {mem.disp:#x} does not fit in a signed 32-bit field")
 
 
 def _symbols(inst: codec.TsarInstruction) -> Iterable[str]:

@@ -68,7 +68,9 @@ def make(mnemonic: str, *operands: Operand) -> TsarInstruction:
         if spec.register_class == cls:
             inst = TsarInstruction(spec, tuple(operands))
             validate(inst)
-            return inst
+            return TsarInstruction(spec, tuple(
+                replace(value, size=op.mem_bytes) if isinstance(value, Memory) else value
+                for op, value in zip(spec.operands, operands, strict=True)))
     classes = " or ".join(sorted({s.register_class for s in specs}))
     got = _operand_text(first) if first is not None else "nothing"
     raise EncodingError(f"{mnemonic}: first operand must be a {classes} register, got {got}")
@@ -149,6 +151,16 @@ def encode(inst: TsarInstruction, address: int = 0,
 def is_tsar(data: bytes, offset: int = 0) -> bool:
     """True when the bytes at ``offset`` start a VEX3 prefix in the T-SAR opcode map."""
     return len(data) > offset + 1 and data[offset] == VEX3 and (data[offset + 1] & 0x1F) == VEX_MAP
+
+
+def encoded_length(data: bytes, offset: int = 0) -> int | None:
+    """Length of the T-SAR-map instruction at ``offset`` from its ModRM form, valid or not
+    (None when the bytes end first). Lets a disassembler step over an invalid encoding whole."""
+    try:
+        _, _, rm_len = decode_rm(data, offset + 4, 0, 0, 0, "ymm")
+    except AddressingError:
+        return None
+    return 4 + rm_len
 
 
 def decode(data: bytes, offset: int = 0) -> TsarInstruction:

@@ -45,7 +45,8 @@ def decode_one(code: bytes, offset: int = 0, base: int = 0) -> DecodedLine:
         try:
             inst = codec.decode(code, offset)
         except codec.InvalidInstruction as exc:
-            return DecodedLine(address, code[offset:offset + 1], f"(bad) ; {exc}", valid=False)
+            length = codec.encoded_length(code, offset) or 1
+            return DecodedLine(address, code[offset:offset + length], f"(bad) ; {exc}", valid=False)
         text = str(inst)
         for op in inst.operands:
             if isinstance(op, Memory) and op.rip_relative:

@@ -89,9 +89,11 @@ def _config_section(cfg: TsarConfig) -> list[str]:
     ]
     for b in range(cfg.s):
         lo = b * cfg.block_words
+        first, last = lo // cfg.lanes, (lo + cfg.block_words - 1) // cfg.lanes
+        where = f"group register {first}" if first == last else f"group registers {first}..{last}"
         out.append(f"words {lo:3d}..{lo + cfg.patterns - 1:3d}: D_{b}[0..{cfg.patterns})   "
                    f"words {lo + cfg.patterns:3d}..{lo + cfg.block_words - 1:3d}: S_{b}[0..{cfg.patterns})"
-                   f"   ({reg}{b * cfg.block_words * 16 // cfg.vector_bits}+ of the group)")
+                   f"   ({where})")
     out += ["```", "", "Weight-operand bit map (output j, block b):", "", "```"]
     for j in (0, 1, cfg.m - 1):
         for b in range(cfg.s):

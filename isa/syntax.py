@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .instructions import MEMORY_SIZE_NAMES
-from .operands import GPR_NUMBER, VECTOR_CLASSES, Memory, Operand, Register
+from .operands import GPR_NUMBER, Memory, Operand, Register
 
 
 class SyntaxProblem(ValueError):
@@ -64,13 +64,14 @@ def parse_operand(text: str) -> Operand:
         return Register("gpr", GPR_NUMBER[t.lower()])
     mem = _MEM_RE.match(t)
     if mem:
-        return _parse_memory(mem.group("size"), mem.group("addr"), t)
+        return parse_memory(mem.group("size"), mem.group("addr"), t)
     if ":" in t and "[" in t:
         raise SyntaxProblem(f"segment overrides are not supported in T-SAR operands: {t!r}")
     raise SyntaxProblem(f"cannot parse operand {t!r} (expected a vector register or memory)")
 
 
-def _parse_memory(size_name: str | None, addr: str, whole: str) -> Memory:
+def parse_memory(size_name: str | None, addr: str, whole: str) -> Memory:
+    """Parse the inside of ``[...]``; ``size_name`` is the ``... ptr`` keyword or None."""
     size = None
     if size_name is not None:
         size = _SIZE_BY_NAME.get(size_name.lower())
@@ -79,10 +80,7 @@ def _parse_memory(size_name: str | None, addr: str, whole: str) -> Memory:
     if not addr.strip():
         raise SyntaxProblem(f"empty address in {whole!r}")
     tokens = _TERM_SPLIT_RE.split(addr.strip())
-    if tokens[0] == "":  # leading sign
-        tokens = tokens[1:]
-    else:
-        tokens = ["+", *tokens]
+    tokens = tokens[1:] if tokens[0] == "" else ["+", *tokens]  # every term gets a sign
     base: str | None = None
     index: str | None = None
     scale = 1

@@ -1,0 +1,170 @@
+"""Assembler: keystone + T-SAR in one run, listings, symbols, and located errors."""
+
+import iced_x86
+import pytest
+
+from tsar.isa import AssemblyError, Memory, Register, assemble, decode, encode, make
+from tsar.isa.assembler import strip_comment
+from tsar.isa.disassembler import disassemble, intel_formatter
+from tsar.paths import kernel_source
+
+AVX2_CORPUS = """
+vmovdqu ymm0, ymmword ptr [rsi]
+vmovdqa ymmword ptr [rdi + 64], ymm15
+vpaddw ymm0, ymm1, ymm2
+vpaddsw ymm3, ymm4, ymmword ptr [rsi + rax*2 + 0x40]
+vpsubb xmm1, xmm2, xmm3
+vpmaddubsw ymm0, ymm1, ymm2
+vpmaddwd ymm0, ymm1, ymmword ptr [rdx + 0x1000]
+vpshufb ymm5, ymm6, ymm7
+vpermq ymm0, ymm1, 0xd8
+vperm2i128 ymm0, ymm1, ymm2, 0x21
+vpunpcklbw ymm0, ymm1, ymm2
+vpacksswb ymm0, ymm1, ymm2
+vpsrlw ymm0, ymm1, 4
+vpsllvd ymm0, ymm1, ymm2
+vpand ymm0, ymm1, ymm2
+vpcmpgtb ymm0, ymm1, ymm2
+vpblendvb ymm0, ymm1, ymm2, ymm3
+vextracti128 xmm1, ymm2, 1
+vinserti128 ymm1, ymm2, xmm3, 1
+vpmovsxwd ymm4, xmm0
+vpbroadcastd ymm0, dword ptr [rsi]
+vpmaskmovd ymm0, ymm1, ymmword ptr [rsi]
+vcvtdq2ps ymm0, ymm1
+vfmadd231ps ymm0, ymm1, ymm2
+vmulps ymm0, ymm1, dword ptr [rip + 0x10]{1to8}
+vzeroupper
+add rsi, 32
+dec rcx
+mov r8, 32
+cmovb r8, rcx
+lea rax, [rip + 0x100]
+ret
+"""
+
+
+def _standard_lines() -> list[str]:
+    return [line for line in AVX2_CORPUS.strip().splitlines() if "{1to8}" not in line]
+
+
+@pytest.mark.parametrize("line", _standard_lines())
+def test_standard_instruction_decodes_back_to_itself(line: str) -> None:
+    """keystone's bytes decode (iced-x86) to the same instruction, which re-assembles identically."""
+    code = assemble(line).code
+    ins = iced_x86.Decoder(64, code).decode()
+    assert not ins.is_invalid and ins.len == len(code)
+    assert iced_x86.Mnemonic
+    text = intel_formatter().format(ins).split("  ;")[0]
+    assert text.split()[0] == line.split()[0]
+    assert assemble(text).code == code, (line, text)
+
+
+def test_example_kernel_listing() -> None:
+    program = assemble(kernel_source("gemv16_c2s4.s").read_text(), filename="gemv16_c2s4.s")
+    tsar_rows = [e for e in program.listing if e.tsar]
+    assert [e.data.hex() for e in tsar_rows] == ["c4687c2007", "c4e83c3006"]
+    assert program.symbols["gemv16_c2s4"] == 0
+    listing = program.listing_text()
+    for entry in tsar_rows:
+        assert " T " + " ".join(f"{b:02x}" for b in entry.data) in listing
+    # the listing covers every byte exactly once, in order
+    assert b"".join(e.data for e in program.listing) == program.code
+
+
+def test_branches_across_tsar_code() -> None:
+    src = """
+    top:
+        tlut4x4 ymm8, xmmword ptr [rdi + 0x200]
+        tgemv16x16 ymm0, ymm8, zmmword ptr [rsi + rcx*8 + 0x80]
+        jmp bottom
+        tgemv16x16 ymm1, ymm8, ymm2
+    bottom:
+        dec rcx
+        jnz top
+    """
+    program = assemble(src, base=0x4000)
+    lines = disassemble(program.code, 0x4000)
+    texts = [line.text for line in lines]
+    assert texts[0] == "tlut4x4 ymm8, xmmword ptr [rdi+0x200]"
+    assert texts[2] == f"jmp {program.symbols['bottom']:#x}"
+    assert texts[-1] == f"jne {program.symbols['top']:#x}"
+    assert program.symbols["top"] == 0x4000
+
+
+def test_rip_relative_label_in_tsar_operand() -> None:
+    src = """
+        tgemv8x16 ymm0, ymm8, ymmword ptr [rip + weights]
+        ret
+    .align 32
+    weights:
+        .byte 1, 2, 3
+    """
+    program = assemble(src, base=0x1000)
+    inst = decode(program.code)
+    mem = inst.operands[2]
+    assert isinstance(mem, Memory) and mem.base == "rip"
+    assert 0x1000 + inst.length + mem.disp == program.symbols["weights"]
+    assert program.code[program.symbols["weights"] - 0x1000:][:3] == b"\x01\x02\x03"
+
+
+def test_tsar_bytes_match_encoder() -> None:
+    program = assemble("tgemv8x8 xmm2, xmm4, xmmword ptr [r13 + r12*4 - 8]")
+    expected = encode(make("tgemv8x8", Register("xmm", 2), Register("xmm", 4),
+                           Memory(base="r13", index="r12", scale=4, disp=-8)))
+    assert program.code == expected
+
+
+def test_comments_labels_and_numbers() -> None:
+    src = "a: b: add rax, 10 ; decimal\n  # hash\n// slashes\ntlut2x4 ymm0, [rsi + 0x10] // tail"
+    program = assemble(src)
+    assert program.symbols == {"a": 0, "b": 0}
+    assert program.code[:4] == bytes.fromhex("4883c00a")
+    assert decode(program.code, 4).operands[1].disp == 16
+    assert strip_comment('.ascii "a;b" ; c') == '.ascii "a;b" '
+
+
+ERRORS = [
+    ("foo rax, 1", "unknown mnemonic 'foo'"),
+    ("tlut3x4 ymm0, [rsi]", "unknown T-SAR mnemonic"),
+    ("tlut2x4 ymm1, qword ptr [rsi]", "misaligned"),
+    ("tgemv16x16 ymm0, ymm4, zmmword ptr [rsi]", "misaligned"),
+    ("tgemv8x16 ymm0, ymm8, qword ptr [rsi]", "must be ymmword ptr"),
+    ("tgemv8x16 ymm0, [rsi], [rdx]", "not memory"),
+    ("tlut2x4 ymm0, rax", "must be"),
+    ("tlut2x4 ymm0, qword ptr [rsi + 0x100000000]", "32-bit"),
+    ("tlut2x4 ymm0, qword ptr [rsi + rsp]", "index"),
+    ("vpaddw ymm0, ymm1, [rsi + 0x100000000]", "32-bit"),
+    ("mov rax, qword ptr [rsi - 0x80000001]", "32-bit"),
+    ("tlut2x4 ymm0, qword ptr [rsi*3]", "scale"),
+    ("tgemv8x16 ymm0, ymm8, [rip + nowhere]", "undefined label 'nowhere'"),
+    ("jmp nowhere", "undefined label 'nowhere'"),
+    ("vpaddw ymm0, ymm1", "invalid operand"),
+    ("tlut2x4 ymm0", "operands"),
+    ("tlut2x4 ymm0, qword ptr [rsi", "cannot parse"),
+    ("x: nop\nx: nop", "already defined at line 3"),
+    ("table: nop\ntgemv8x16 ymm0, ymm8, [rsi + table]", "RIP-relative"),
+    ("tlut2x4 ymm20, [rsi]", "VEX"),
+]
+
+
+@pytest.mark.parametrize("source, message", ERRORS)
+def test_errors_name_file_line_and_text(source: str, message: str) -> None:
+    good = "nop\nnop\n"
+    with pytest.raises(AssemblyError) as info:
+        assemble(good + source, filename="k.s")
+    err = info.value
+    text = str(err)
+    assert "\n" not in text
+    assert message in text
+    bad_line = source.splitlines()[-1]
+    assert text.startswith(f"k.s:{2 + len(source.splitlines())}: error:")
+    assert bad_line.strip() in text
+
+
+def test_keystone_error_in_middle_of_big_file() -> None:
+    lines = ["vpaddw ymm0, ymm1, ymm2"] * 300
+    lines[217] = "vpaddw ymm0, ymm1, ymm2, ymm3, ymm4"
+    with pytest.raises(AssemblyError) as info:
+        assemble("\n".join(lines), filename="big.s")
+    assert info.value.line == 218

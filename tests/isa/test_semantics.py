@@ -1,0 +1,118 @@
+"""Golden semantics: TLUT + TGEMV equals the ternary matrix-vector product, overflow bounds."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from tsar.isa import C2S4, C2S4_128, C4S4, configs, pack_tile, tgemv, tlut, unpack_tile, weight_codes
+from tsar.isa.config import TsarConfig
+from tsar.isa.semantics import tile_matvec
+
+CONFIGS = [pytest.param(cfg, id=cfg.name) for cfg in configs()]
+int8s = st.integers(-128, 127)
+trits = st.integers(-1, 1)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+@given(data=st.data())
+def test_tlut_then_tgemv_is_matvec(cfg: TsarConfig, data: st.DataObject) -> None:
+    act = data.draw(arrays(np.int8, cfg.k, elements=int8s))
+    tile = data.draw(arrays(np.int8, (cfg.m, cfg.k), elements=trits))
+    acc = tgemv(cfg, np.zeros(cfg.m, np.int16), tlut(cfg, act), pack_tile(cfg, tile))
+    assert np.array_equal(acc, tile_matvec(cfg, tile, act))
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+@given(data=st.data())
+def test_pack_unpack_roundtrip(cfg: TsarConfig, data: st.DataObject) -> None:
+    tile = data.draw(arrays(np.int8, (cfg.m, cfg.k), elements=trits))
+    packed = pack_tile(cfg, tile)
+    assert packed.dtype == np.uint8 and packed.shape == (cfg.weight_bytes,)
+    assert np.array_equal(unpack_tile(cfg, packed), tile)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_batched_matches_single(cfg: TsarConfig) -> None:
+    rng = np.random.default_rng(1)
+    act = rng.integers(-127, 128, (5, cfg.k), dtype=np.int8)
+    tiles = rng.integers(-1, 2, (5, cfg.m, cfg.k)).astype(np.int8)
+    acc = rng.integers(-1000, 1000, (5, cfg.m)).astype(np.int16)
+    batched = tgemv(cfg, acc, tlut(cfg, act), pack_tile(cfg, tiles))
+    for i in range(5):
+        single = tgemv(cfg, acc[i], tlut(cfg, act[i]), pack_tile(cfg, tiles[i]))
+        assert np.array_equal(batched[i], single)
+
+
+def test_tlut_layout_by_hand() -> None:
+    """c2s4 block 0 of activations (3, 5): D = [-8, -2, 2, 8], S = [0, 3, 5, 8]."""
+    act = np.array([3, 5, 0, 0, 0, 0, 0, 0], np.int8)
+    words = tlut(C2S4, act)
+    assert words.dtype == np.int16 and words.shape == (32,)
+    assert words[:8].tolist() == [-8, -2, 2, 8, 0, 3, 5, 8]
+    assert not words[8:].any()
+
+
+def test_weight_code_layout_by_hand() -> None:
+    """Output 0, block 0 of c2s4: weights (+1, 0) -> idxD = 0b11, idxS = 0b10 -> code 0b1011."""
+    tile = np.zeros((16, 8), np.int8)
+    tile[:, :] = 0
+    tile[0, :2] = [1, 0]
+    tile[1, :2] = [-1, -1]
+    codes = weight_codes(C2S4, pack_tile(C2S4, tile))
+    assert codes[0, 0] == 0b1011
+    assert codes[1, 0] == 0b0000  # both -1: dense bits clear, sparse clear
+    assert codes[0, 1] == 0b1111  # (0, 0): dense +1 +1, sparse 1 1
+
+
+def test_tgemv_wraps_like_vpaddw() -> None:
+    cfg = C2S4
+    act = np.full(cfg.k, 127, np.int8)
+    tile = np.ones((cfg.m, cfg.k), np.int8)
+    acc = np.full(cfg.m, 32000, np.int16)
+    got = tgemv(cfg, acc, tlut(cfg, act), pack_tile(cfg, tile))
+    assert (got == np.int16(np.int32(32000 + 8 * 127) - 65536)).all()
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+@pytest.mark.parametrize("sign", [1, -1])
+def test_overflow_bound_edge(cfg: TsarConfig, sign: int) -> None:
+    """``max_tgemv_per_widen`` TGEMVs at the extreme never wrap; one more does."""
+    n = cfg.max_tgemv_per_widen()
+    assert n == {C2S4: 32, C4S4: 16, C2S4_128: 32}[cfg]
+    act = np.full(cfg.k, 127, np.int8)
+    tile = np.full((cfg.m, cfg.k), sign, np.int8)
+    group, packed = tlut(cfg, act), pack_tile(cfg, tile)
+    acc = np.zeros(cfg.m, np.int16)
+    for _ in range(n):
+        acc = tgemv(cfg, acc, group, packed)
+    assert (acc.astype(np.int64) == sign * n * cfg.k * 127).all()
+    beyond = tgemv(cfg, acc, group, packed)
+    assert (beyond.astype(np.int64) != sign * (n + 1) * cfg.k * 127).all()  # wrapped
+
+
+def test_derived_parameters() -> None:
+    assert (C2S4.group_regs, C2S4.tlut_uops, C2S4.tgemv_uops, C2S4.weight_bits) == (2, 2, 4, 256)
+    assert (C4S4.group_regs, C4S4.tlut_uops, C4S4.tgemv_uops, C4S4.weight_bits) == (8, 8, 4, 512)
+    assert (C2S4_128.m, C2S4_128.group_regs, C2S4_128.tgemv_uops) == (8, 4, 4)
+    assert C2S4.tgemv_mnemonic == "tgemv8x16" and C4S4.tgemv_mnemonic == "tgemv16x16"
+    assert C2S4.bits_per_weight == 2
+
+
+def test_bad_shapes_and_values() -> None:
+    with pytest.raises(ValueError, match="expected"):
+        tlut(C2S4, np.zeros(7, np.int8))
+    with pytest.raises(ValueError, match="ternary"):
+        pack_tile(C2S4, np.full((16, 8), 2))
+    with pytest.raises(ValueError, match="tile"):
+        pack_tile(C2S4, np.zeros((8, 16)))
+    with pytest.raises(ValueError, match="weight bytes"):
+        tgemv(C2S4, np.zeros(16, np.int16), np.zeros(32, np.int16), np.zeros(31, np.uint8))
+
+
+@pytest.mark.parametrize("kwargs", [dict(c=5, s=4), dict(c=2, s=3), dict(c=2, s=4, vector_bits=512),
+                                    dict(c=1, s=1)])
+def test_invalid_configs_are_refused(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        TsarConfig("bad", **kwargs)
