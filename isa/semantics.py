@@ -83,15 +83,25 @@ def tgemv(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray, operand: np.ndarr
     return total.astype(np.int16)  # two's-complement wrap, like VPADDW
 
 
-def encode_codes(cfg: TsarConfig, weights: np.ndarray) -> np.ndarray:
-    """Ternary weights ``(..., s, c)`` in {-1, 0, +1} -> codes ``(...)`` (``idxD | idxS << c``)."""
-    w = np.asarray(weights)
-    if w.size and not np.isin(w, (-1, 0, 1)).all():
+def _check_ternary(w: np.ndarray) -> None:
+    if not w.size:
+        return
+    in_range = w.min() >= -1 and w.max() <= 1
+    if not in_range or (not np.issubdtype(w.dtype, np.integer) and not np.isin(w, (-1, 0, 1)).all()):
         raise ValueError("weights must be ternary (-1, 0, +1)")
-    place = 1 << np.arange(cfg.c)
-    idx_d = ((w != -1).astype(np.int32) * place).sum(axis=-1)  # dense bit: w_D = +1
-    idx_s = ((w == 0).astype(np.int32) * place).sum(axis=-1)  # sparse bit: w was 0
-    return idx_d | (idx_s << cfg.c)
+
+
+def encode_codes(cfg: TsarConfig, weights: np.ndarray) -> np.ndarray:
+    """Ternary weights ``(..., s, c)`` in {-1, 0, +1} -> uint8 codes ``(..., s)``
+    (``idxD | idxS << c``: dense bit set where ``w != -1``, sparse bit set where ``w == 0``)."""
+    w = np.asarray(weights)
+    _check_ternary(w)
+    codes = np.zeros(w.shape[:-1], np.uint8)
+    for i in range(cfg.c):
+        wi = w[..., i]
+        codes |= (wi != -1).view(np.uint8) << i
+        codes |= (wi == 0).view(np.uint8) << (cfg.c + i)
+    return codes
 
 
 def pack_tile(cfg: TsarConfig, tile: np.ndarray) -> np.ndarray:
@@ -103,9 +113,13 @@ def pack_tile(cfg: TsarConfig, tile: np.ndarray) -> np.ndarray:
     if w.shape[-2:] != (cfg.m, cfg.k):
         raise ValueError(f"{cfg.tgemv_mnemonic}: expected a (..., {cfg.m}, {cfg.k}) tile, got {w.shape}")
     codes = encode_codes(cfg, w.reshape(*w.shape[:-1], cfg.s, cfg.c))  # (..., m, s)
-    bits = (codes[..., None] >> np.arange(cfg.code_bits)) & 1
-    bits = bits.reshape(*w.shape[:-2], cfg.weight_bits).astype(np.uint8)
-    return np.packbits(bits, axis=-1, bitorder="little")
+    codes = codes.reshape(*w.shape[:-2], cfg.m * cfg.s)  # code n = output n // s, block n % s
+    if cfg.code_bits == 8:
+        return codes
+    if cfg.code_bits == 4:
+        return codes[..., 0::2] | (codes[..., 1::2] << 4)
+    bits = (codes[..., None] >> np.arange(cfg.code_bits, dtype=np.uint8)) & 1
+    return np.packbits(bits.reshape(*w.shape[:-2], cfg.weight_bits), axis=-1, bitorder="little")
 
 
 def unpack_tile(cfg: TsarConfig, operand: np.ndarray) -> np.ndarray:
