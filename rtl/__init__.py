@@ -1,1 +1,20 @@
-"""Amaranth model of the 256-bit SIMD slice, base and with the T-SAR additions."""
+"""Amaranth model of the 256-bit SIMD slice, base and with the T-SAR additions.
+
+* :class:`SimdSlice` (blocks ``decode``, ``lanes``, ``trees``, ``writeback`` and, for T-SAR,
+  ``tsar_operands``, ``tsar_writeback``, ``tsar_sequencer``); :class:`VectorUnit` adds a
+  register-file model;
+* :mod:`.schedule`: the TLUT/TGEMV uop schedules on the base lanes and adder trees;
+* :mod:`.bench`: simulation driver, random checks, :func:`measured_cycles`;
+* :mod:`.synth`, :mod:`.cells`, :mod:`.power`: Verilog, Yosys synthesis (cells, transistors, sky130
+  area per block) and an activity-based relative power estimate.
+"""
+
+from .base import SliceOp
+from .bench import measured_cycles
+from .reference import Instr, Machine
+from .schedule import ScheduleError, format_schedule, tlut_schedule
+from .slice import SimdSlice
+from .unit import VectorUnit
+
+__all__ = ["Instr", "Machine", "ScheduleError", "SimdSlice", "SliceOp", "VectorUnit",
+           "format_schedule", "measured_cycles", "tlut_schedule"]

