@@ -1,0 +1,138 @@
+"""Benchmark of the native baseline kernels: time, throughput and % of the measured bandwidth roofline.
+
+Each case is (kernel, N x M x K shape, threads, weights in cache or streamed from DRAM). Timing runs
+in C (quantization, product and dequantization inside the timed call); "dram" rotates through enough
+weight copies to exceed ``DRAM_FACTOR`` x the last-level cache, so each call reads its weights from
+memory. Gop/s counts 2*N*M*K; G weights/s and weight GB/s count each weight once per call; the
+roofline is the streaming-read bandwidth measured on the spot for the same thread count.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .baselines import KERNELS, NativeKernel, kernel_isa, prepare, stream_read_bandwidth, time_matmul
+
+# BitNet-b1.58-2B-4T projections as (M, K): QKV/O, gate/up, down.
+BITNET_2B_LAYERS: tuple[tuple[int, int], ...] = ((2560, 2560), (6912, 2560), (2560, 6912))
+GEMM_N = 128
+DRAM_FACTOR = 2.5
+BW_BYTES = 1 << 28
+
+
+@dataclass(frozen=True)
+class Case:
+    kernel: str
+    n: int
+    m: int
+    k: int
+    threads: int
+    where: str          # "cache" or "dram"
+
+
+@dataclass(frozen=True)
+class Result:
+    case: Case
+    isa: str
+    seconds: float      # median
+    weight_bytes: int
+    bandwidth: float    # measured streaming-read roofline, bytes/s
+
+    @property
+    def gops(self) -> float:
+        return 2.0 * self.case.n * self.case.m * self.case.k / self.seconds / 1e9
+
+    @property
+    def gweights(self) -> float:
+        return self.case.m * self.case.k / self.seconds / 1e9
+
+    @property
+    def weight_gbs(self) -> float:
+        return self.weight_bytes / self.seconds / 1e9
+
+    @property
+    def roofline_pct(self) -> float:
+        return 100.0 * self.weight_bytes / self.seconds / self.bandwidth
+
+
+def last_level_cache_bytes() -> int:
+    """Largest cache size reported by sysfs for cpu0 (32 MiB if unknown)."""
+    best = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip()
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            best = max(best, int(text.rstrip("KMG")) * unit)
+        except ValueError:
+            continue
+    return best or 32 << 20
+
+
+def default_cases(kernels: Iterable[str] = KERNELS, threads: Iterable[int] = (1, 2),
+                  quick: bool = False) -> list[Case]:
+    """GEMV (N=1) on the BitNet-2B layers in cache and from DRAM, plus a GEMM (N=128) in cache."""
+    layers = BITNET_2B_LAYERS[:1] if quick else BITNET_2B_LAYERS
+    cases = []
+    for kernel in kernels:
+        for th in threads:
+            for m, k in layers:
+                cases += [Case(kernel, 1, m, k, th, "cache"), Case(kernel, 1, m, k, th, "dram")]
+            if not quick:
+                cases.append(Case(kernel, GEMM_N, *BITNET_2B_LAYERS[0], th, "cache"))
+    return cases
+
+
+def run_case(case: Case, bandwidth: float, repeats: int, isa: str = "auto",
+             seed: int = 0, llc: int | None = None) -> Result:
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-1, 2, (case.m, case.k), dtype=np.int8)
+    base = prepare(case.kernel, w, 0.5)
+    copies: list[NativeKernel] = [base]
+    if case.where == "dram":
+        need = DRAM_FACTOR * (llc or last_level_cache_bytes())
+        copies += [base.copy() for _ in range(int(np.ceil(need / base.nbytes)) - 1)]
+    x = rng.standard_normal((case.n, case.k), dtype=np.float32)
+    warm = max(len(copies), 3)
+    seconds = time_matmul(copies, x, case.threads, isa, repeats + warm)[warm:]
+    return Result(case, kernel_isa(case.kernel, isa) or "?", float(np.median(seconds)), base.nbytes,
+                  bandwidth)
+
+
+def measure_bandwidths(threads: Iterable[int]) -> dict[int, float]:
+    return {t: stream_read_bandwidth(BW_BYTES, t, repeats=5) for t in sorted(set(threads))}
+
+
+def run(cases: list[Case], repeats: int = 50, isa: str = "auto",
+        progress: Callable[[str], None] | None = None) -> tuple[dict[int, float], list[Result]]:
+    """Measure the bandwidth roofline, then every case; returns (bandwidth by threads, results)."""
+    say = progress or (lambda _msg: None)
+    say("measuring streaming-read bandwidth")
+    bw = measure_bandwidths(c.threads for c in cases)
+    llc = last_level_cache_bytes()
+    results = []
+    for i, case in enumerate(cases, 1):
+        say(f"[{i}/{len(cases)}] {case.kernel} {case.n}x{case.m}x{case.k} t={case.threads} {case.where}")
+        results.append(run_case(case, bw[case.threads], repeats, isa, llc=llc))
+    return bw, results
+
+
+def format_table(bw: dict[int, float], results: list[Result]) -> str:
+    lines = ["streaming-read bandwidth: "
+             + ", ".join(f"{t} thread(s) {b / 1e9:.1f} GB/s" for t, b in bw.items()),
+             f"{'kernel':<7}{'isa':<7}{'N x M x K':<17}{'thr':>4} {'weights':<6}{'bits/w':>7}"
+             f"{'median us':>11}{'Gop/s':>9}{'Gw/s':>8}{'GB/s':>8}{'% BW':>7}"]
+    for r in results:
+        c = r.case
+        lines.append(f"{c.kernel:<7}{r.isa:<7}{f'{c.n}x{c.m}x{c.k}':<17}{c.threads:>4} {c.where:<6}"
+                     f"{8 * r.weight_bytes / (c.m * c.k):>7.3f}{r.seconds * 1e6:>11.1f}{r.gops:>9.1f}"
+                     f"{r.gweights:>8.1f}{r.weight_gbs:>8.2f}{r.roofline_pct:>7.1f}")
+    return "\n".join(lines)
+
+
+def stderr_progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

@@ -1,0 +1,52 @@
+/* Internal helpers shared by the kernels. */
+#ifndef TSAR_COMMON_H
+#define TSAR_COMMON_H
+#include <stddef.h>
+#include <stdint.h>
+#include <immintrin.h>
+#include "api.h"
+
+#define TSAR_ALIGN 64
+#define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Per-call activation state. Layout of the workspace (all 64-byte aligned):
+ * act  int8 [n][kpad]   quantized activations (or copied from the caller)
+ * sums int32[n]         per-token sum of activations
+ * prep bytes[n][prep_stride]  kernel-specific per-token data (LUTs, widened activations)
+ * acc  int32[n][m]      integer results (float path only) */
+typedef struct {
+    const tsar_weights *w;
+    const int8_t *act;
+    int32_t *sums;
+    uint8_t *prep;
+    size_t act_stride, prep_stride;
+    int n;
+} tsar_acts;
+
+/* A kernel: prep(t) fills the per-token data for token t; rows() computes out[n][m0..m1). */
+typedef struct {
+    int row_unit;                                           /* rows are split in multiples of this */
+    size_t (*prep_size)(const tsar_weights *w);             /* bytes per token                    */
+    void (*prep)(const tsar_acts *s, int t);
+    void (*rows[3])(const tsar_acts *s, int32_t *out, int m0, int m1);  /* by TSAR_ISA_*          */
+    int (*check)(const tsar_weights *w);                    /* 0 if the descriptor is usable      */
+} tsar_kernel;
+
+extern const tsar_kernel tsar_kernel_tl2, tsar_kernel_tl1, tsar_kernel_i2s, tsar_kernel_dense,
+    tsar_kernel_int2, tsar_kernel_trit5;
+
+static inline size_t tsar_round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static inline int32_t tsar_hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
+    int32_t s = 0;
+    for (int i = 0; i < k; i++) s += a[i];
+    return s;
+}
+#endif

@@ -1,0 +1,105 @@
+/* 2-bit up-convert + dot-product kernels on Intel's VNNI4-interleaved int2 layout
+ * (intel-aipc-lowbit-paper.md Fig. 1/2; see tsar/kernels/formats/int2_vnni.py). Codes c = w + 1, so
+ * the result is sum(c * a) - sum(a) and the up-convert is shift + and (no table): for a 32-byte
+ * vector v, field f (rows 8f..8f+7) is (v >> 2f) & 3; we use v & 3, v & 0xC (x4), (v >> 4) & 3 and
+ * (v >> 4) & 0xC (x4) so that one shift serves all four fields. Dword d of field f pairs with the 4
+ * broadcast activations of the same 4 columns.
+ *   AVX2: pmaddubsw into int16 (<= 2032 per step for scaled fields), widened every 16 steps.
+ *   AVX-512 VNNI: vpdpbusd on two column-quads per zmm, int32 all the way. */
+#include "common.h"
+
+#define FLUSH 16
+
+static int check(const tsar_weights *w) { return w->m % 32 || w->k % 4; }
+static size_t prep_size(const tsar_weights *w) { (void)w; return 0; }
+static void prep(const tsar_acts *s, int t) { (void)s; (void)t; }
+
+static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    const tsar_weights *w = s->w;
+    const int kq = w->k / 4;
+    const __m256i m3 = _mm256_set1_epi8(0x03), mc = _mm256_set1_epi8(0x0c);
+    const __m256i one = _mm256_set1_epi16(1);
+    for (int mb = m0 / 32; mb < m1 / 32; mb++) {
+        const uint8_t *wb = w->w + (size_t)mb * kq * 32;
+        for (int t = 0; t < s->n; t++) {
+            const int8_t *a = s->act + s->act_stride * t;
+            __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+            for (int j0 = 0; j0 < kq; j0 += FLUSH) {
+                const int j1 = j0 + FLUSH < kq ? j0 + FLUSH : kq;
+                __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+                for (int j = j0; j < j1; j++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 32 * j));
+                    const __m256i h = _mm256_srli_epi16(v, 4);
+                    int32_t q;
+                    __builtin_memcpy(&q, a + 4 * j, 4);
+                    const __m256i x = _mm256_set1_epi32(q);
+                    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(_mm256_and_si256(v, m3), x));
+                    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(_mm256_and_si256(v, mc), x));
+                    s2 = _mm256_add_epi16(s2, _mm256_maddubs_epi16(_mm256_and_si256(h, m3), x));
+                    s3 = _mm256_add_epi16(s3, _mm256_maddubs_epi16(_mm256_and_si256(h, mc), x));
+                }
+                acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(s0, one));
+                acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(s1, one));
+                acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(s2, one));
+                acc3 = _mm256_add_epi32(acc3, _mm256_madd_epi16(s3, one));
+            }
+            const __m256i sum = _mm256_set1_epi32(s->sums[t]);
+            int32_t *o = out + (size_t)t * w->m + (size_t)mb * 32;
+            _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(acc0, sum));
+            _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(acc1, 2), sum));
+            _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(acc2, sum));
+            _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(acc3, 2), sum));
+        }
+    }
+}
+
+#ifndef TSAR_SIM
+AVX512_TARGET static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    const tsar_weights *w = s->w;
+    const int kq = w->k / 4;
+    const __m512i m3 = _mm512_set1_epi8(0x03), mc = _mm512_set1_epi8(0x0c);
+    const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int mb = m0 / 32; mb < m1 / 32; mb++) {
+        const uint8_t *wb = w->w + (size_t)mb * kq * 32;
+        for (int t = 0; t < s->n; t++) {
+            const int8_t *a = s->act + s->act_stride * t;   /* zero padded past k */
+            __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+            for (int j = 0; j < kq; j += 2) {
+                const __m512i v = j + 1 < kq ? _mm512_loadu_si512((const void *)(wb + 32 * j))
+                    : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(wb + 32 * j)));
+                const __m512i h = _mm512_srli_epi16(v, 4);
+                const __m512i x = _mm512_permutexvar_epi32(
+                    half, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(a + 4 * j))));
+                acc0 = _mm512_dpbusd_epi32(acc0, _mm512_and_si512(v, m3), x);
+                acc1 = _mm512_dpbusd_epi32(acc1, _mm512_and_si512(v, mc), x);
+                acc2 = _mm512_dpbusd_epi32(acc2, _mm512_and_si512(h, m3), x);
+                acc3 = _mm512_dpbusd_epi32(acc3, _mm512_and_si512(h, mc), x);
+            }
+            const __m256i sum = _mm256_set1_epi32(s->sums[t]);
+#define FOLD(A) _mm256_add_epi32(_mm512_castsi512_si256(A), _mm512_extracti64x4_epi64(A, 1))
+            int32_t *o = out + (size_t)t * w->m + (size_t)mb * 32;
+            _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(FOLD(acc0), sum));
+            _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(FOLD(acc1), 2), sum));
+            _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(FOLD(acc2), sum));
+            _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(FOLD(acc3), 2), sum));
+#undef FOLD
+        }
+    }
+}
+#endif
+
+#ifndef TSAR_SIM
+const tsar_kernel tsar_kernel_int2 = {
+    .row_unit = 32, .prep_size = prep_size, .prep = prep, .rows = {NULL, rows_avx2, rows_avx512},
+    .check = check};
+#else
+/* Simulator entry (no libc, no threads, AVX2 only): one token a[k] -> out[m]. */
+int tsar_sim_int2_gemv(const uint8_t *wp, int m, int k, const int8_t *a, int32_t *out) {
+    const tsar_weights w = {wp, 0, m, k, 0, 0};
+    if (check(&w)) return -1;
+    int32_t sum = tsar_sum_i8(a, k);
+    const tsar_acts s = {&w, a, &sum, 0, 0, 0, 1};
+    rows_avx2(&s, out, 0, m);
+    return 0;
+}
+#endif

@@ -1,0 +1,75 @@
+"""Build the AVX2 integer cores as a self-contained ELF shared object for the functional simulator.
+
+The library has no libc calls, no threads, no CPUID dispatch and no AVX-512 (gcc ``-O3 -mavx2 -mfma
+-fPIC -shared -nostdlib -fno-stack-protector -fno-builtin``, plus ``-fno-tree-loop-distribute-patterns``
+so gcc does not turn loops into memset/memcpy calls). Entry points (System V ABI; ``a`` is one token of
+k int8 activations in [-127, 127], ``out`` m int32, ``work`` 64-byte aligned scratch):
+
+    unsigned long tsar_sim_tl2_work_size(int m, int k, int bm, int bk);
+    int tsar_sim_tl2_gemv(const uint8_t *w, int m, int k, int bm, int bk, const int8_t *a, void *work,
+                          int32_t *out);
+    unsigned long tsar_sim_tl1_work_size(int m, int k, int bm, int bk);
+    int tsar_sim_tl1_gemv(const uint8_t *w, int m, int k, int bm, int bk, const int8_t *a, void *work,
+                          int32_t *out);
+    int tsar_sim_i2s_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);   /* m % 4 == 0 */
+    int tsar_sim_int2_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);
+
+Weights are in the formats of :mod:`tsar.kernels.formats` (``TL2Weights.data`` etc.); 0 means success.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+SOURCES = ("tl2.c", "tl1.c", "i2s.c", "int2.c")
+FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector", "-fno-builtin",
+         "-fno-tree-loop-distribute-patterns", "-std=gnu11", "-DTSAR_SIM=1")
+ENTRY_POINTS = ("tsar_sim_tl2_work_size", "tsar_sim_tl2_gemv", "tsar_sim_tl1_work_size", "tsar_sim_tl1_gemv",
+                "tsar_sim_i2s_gemv", "tsar_sim_int2_gemv")
+NATIVE_DIR = Path(__file__).resolve().parent / "native"
+
+
+def cache_dir() -> Path:
+    """``$TSAR_CACHE_DIR`` or ``$XDG_CACHE_HOME/tsar`` (default ``~/.cache/tsar``)."""
+    env = os.environ.get("TSAR_CACHE_DIR")
+    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tsar"
+    return base
+
+
+def build_sim_library(cc: str = "gcc", out_dir: Path | None = None) -> Path:
+    """Compile (or reuse from the cache) the simulator library and return its path.
+
+    Raises RuntimeError if compilation fails or the result imports any symbol (libc or otherwise).
+    """
+    files = [NATIVE_DIR / s for s in SOURCES] + sorted(NATIVE_DIR.glob("*.h"))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + f.read_bytes())
+    digest.update(" ".join((cc, *FLAGS)).encode())
+    out = (out_dir or cache_dir()) / f"tsar_sim_kernels-{digest.hexdigest()[:16]}.so"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / out.name
+        cmd = [cc, *FLAGS, "-I", str(NATIVE_DIR), *map(str, files[:len(SOURCES)]), "-o", str(target)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"simulator library build failed: {' '.join(cmd)}\n{proc.stderr}")
+        undefined = undefined_symbols(target)
+        if undefined:
+            raise RuntimeError(f"simulator library imports symbols {undefined}; expected none")
+        shutil.move(str(target), out)
+    return out
+
+
+def undefined_symbols(path: Path) -> list[str]:
+    """Dynamic symbols the shared object imports (``nm -D --undefined-only``)."""
+    proc = subprocess.run(["nm", "-D", "--undefined-only", str(path)], capture_output=True, text=True,
+                          check=True)
+    return [line.split()[-1] for line in proc.stdout.splitlines() if line.strip()]

@@ -1,0 +1,255 @@
+"""Assembly generator of the T-SAR BitLinear kernels (AVX2 + T-SAR mnemonics, Intel syntax).
+
+Each kernel is specialised to one :class:`~tsar.kernels.tsar_plan.KernelPlan` (configuration,
+dataflow, M, K), as LUT kernels are (bitnet.cpp generates its TL2 kernels per shape too).
+
+Calling convention (System V)::
+
+    void kernel(const float   *x,        // rdi: N x K float32 activations, row-major
+                const uint8_t *weights,  // rsi: packed by tsar.kernels.formats.tsar.pack_weights
+                float         *y,        // rdx: N x M float32 outputs, row-major
+                uint64_t       n,        // rcx: tokens N (0 does nothing)
+                uint8_t       *ws,       // r8:  workspace, plan.workspace_bytes, 64-byte aligned
+                const float   *w_scale)  // r9:  the per-tensor weight scale
+
+Per token the kernel quantizes ``x`` to int8 (per-token absmax, exactly as
+:mod:`tsar.kernels.quant`), runs the dataflow's integer core into an int32 row of the workspace,
+and dequantizes into ``y``: quantization and dequantization are part of the measured path.
+Callee-saved registers are preserved; ``vzeroupper`` runs before returning.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from itertools import groupby
+
+from tsar.isa.instructions import MEMORY_SIZE_NAMES
+
+from .tsar_plan import KernelPlan, Window
+
+_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
+
+
+def _f32_bits(value: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+class _Emitter:
+    def __init__(self, prefix: str) -> None:
+        self.lines: list[str] = []
+        self.prefix = prefix
+        self.labels = 0
+
+    def __call__(self, *lines: str) -> None:
+        self.lines += [f"    {line}" for line in lines]
+
+    def label(self, name: str) -> str:
+        self.labels += 1
+        return f"{self.prefix}_{name}{self.labels}"
+
+    def place(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+
+    def counted_loop(self, counter: str, count: int, body: Callable[[], None], name: str) -> None:
+        """``body`` ``count`` times (unrolled once when ``count == 1``, omitted when 0)."""
+        if count <= 0:
+            return
+        if count == 1:
+            body()
+            return
+        top = self.label(name)
+        self(f"mov {counter}, {count}")
+        self.place(top)
+        body()
+        self(f"dec {counter}", f"jnz {top}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def function_name(plan: KernelPlan) -> str:
+    return plan.name.replace("-", "_")
+
+
+def generate(plan: KernelPlan) -> str:
+    """The kernel's assembly source (one function named :func:`function_name`)."""
+    name = function_name(plan)
+    e = _Emitter(name)
+    ws = plan.workspace_layout
+    e.lines += [
+        f"; {plan.name}: BitLinear {plan.M} x {plan.K} with {plan.cfg.title}, dataflow {plan.flow}",
+        f"; LUT groups {plan.groups}, accumulators {plan.accumulators}, widen every "
+        f"{plan.widen_every} TGEMVs; weights {plan.weight_bytes} bytes, workspace {plan.workspace_bytes}",
+        f"{name}:",
+    ]
+    e(*(f"push {reg}" for reg in _SAVED))
+    done = e.label("done")
+    e("test rcx, rcx", f"jz {done}")
+    token = e.label("token")
+    e.place(token)
+    _quantize(e, plan)
+    _zero_acc32(e, plan)
+    if plan.flow == "op":
+        _core_op(e, plan)
+    else:
+        _core_ap(e, plan)
+    _dequantize(e, plan)
+    e(f"add rdi, {4 * plan.K}", f"add rdx, {4 * plan.M}", "dec rcx", f"jnz {token}")
+    e.place(done)
+    e("vzeroupper", *(f"pop {reg}" for reg in reversed(_SAVED)), "ret")
+    e.lines += [
+        ".align 16",
+        f"{name}_eps: .long {_f32_bits(1e-5):#010x}",
+        f"{name}_f127: .long {_f32_bits(127.0):#010x}",
+        f"{name}_i127: .long 127",
+        f"{name}_im127: .long -127",
+    ]
+    assert ws["xq"][0] == 0
+    return e.text()
+
+
+def _quantize(e: _Emitter, plan: KernelPlan) -> None:
+    """x[rdi] (K float32) -> ws.xq (K int8); ws.dequant = (amax / 127) * w_scale."""
+    name, K = e.prefix, plan.K
+    xq, deq = plan.workspace_layout["xq"][0], plan.workspace_layout["dequant"][0]
+    e("vpcmpeqd ymm15, ymm15, ymm15", "vpsrld ymm15, ymm15, 1",  # |x| mask
+      "vxorps ymm14, ymm14, ymm14", "xor eax, eax")
+    loop = e.label("amax")
+    e.place(loop)
+    e("vandps ymm0, ymm15, ymmword ptr [rdi + rax*4]", "vmaxps ymm14, ymm14, ymm0",
+      "add rax, 8", f"cmp rax, {K}", f"jb {loop}")
+    e("vextractf128 xmm0, ymm14, 1", "vmaxps xmm14, xmm14, xmm0",
+      "vpshufd xmm0, xmm14, 0x4e", "vmaxps xmm14, xmm14, xmm0",
+      "vpshufd xmm0, xmm14, 0xb1", "vmaxps xmm14, xmm14, xmm0",
+      f"vbroadcastss xmm0, dword ptr [rip + {name}_eps]", "vmaxps xmm14, xmm14, xmm0",
+      f"vbroadcastss xmm0, dword ptr [rip + {name}_f127]",
+      "vdivps xmm13, xmm0, xmm14",  # 127 / amax
+      "vdivps xmm12, xmm14, xmm0",  # amax / 127
+      "vbroadcastss xmm0, dword ptr [r9]", "vmulps xmm12, xmm12, xmm0",
+      f"vmovd dword ptr [r8 + {deq}], xmm12",
+      "vbroadcastss ymm13, xmm13",
+      f"vpbroadcastd ymm11, dword ptr [rip + {name}_i127]",
+      f"vpbroadcastd ymm10, dword ptr [rip + {name}_im127]",
+      "xor eax, eax")
+    loop = e.label("quant")
+    e.place(loop)
+    e("vmulps ymm0, ymm13, ymmword ptr [rdi + rax*4]", "vcvtps2dq ymm0, ymm0",
+      "vpminsd ymm0, ymm0, ymm11", "vpmaxsd ymm0, ymm0, ymm10",
+      "vpackssdw ymm0, ymm0, ymm0", "vpacksswb ymm0, ymm0, ymm0",
+      "vextracti128 xmm1, ymm0, 1", "vpunpckldq xmm0, xmm0, xmm1",
+      f"vmovq qword ptr [r8 + rax + {xq}], xmm0",
+      "add rax, 8", f"cmp rax, {K}", f"jb {loop}")
+
+
+def _zero_acc32(e: _Emitter, plan: KernelPlan) -> None:
+    acc = plan.workspace_layout["acc32"][0]
+    e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
+    loop = e.label("zero")
+    e.place(loop)
+    e(f"vmovdqu ymmword ptr [r8 + rax*4 + {acc}], ymm0", "add rax, 8", f"cmp rax, {plan.M}",
+      f"jb {loop}")
+
+
+def _dequantize(e: _Emitter, plan: KernelPlan) -> None:
+    acc, deq = plan.workspace_layout["acc32"][0], plan.workspace_layout["dequant"][0]
+    e(f"vbroadcastss ymm15, dword ptr [r8 + {deq}]", "xor eax, eax")
+    loop = e.label("deq")
+    e.place(loop)
+    e(f"vcvtdq2ps ymm0, ymmword ptr [r8 + rax*4 + {acc}]", "vmulps ymm0, ymm0, ymm15",
+      "vmovups ymmword ptr [rdx + rax*4], ymm0", "add rax, 8", f"cmp rax, {plan.M}", f"jb {loop}")
+
+
+def _tlut(plan: KernelPlan, group: int, address: str) -> str:
+    size = MEMORY_SIZE_NAMES[plan.cfg.k]
+    return f"{plan.cfg.tlut_mnemonic} ymm{plan.group_register(group)}, {size} ptr [{address}]"
+
+
+def _tgemv(plan: KernelPlan, acc: int, group: int, address: str) -> str:
+    size = MEMORY_SIZE_NAMES[plan.cfg.weight_bytes]
+    return (f"{plan.cfg.tgemv_mnemonic} ymm{acc}, ymm{plan.group_register(group)}, "
+            f"{size} ptr [{address}]")
+
+
+def _disp(base: str, offset: int) -> str:
+    return f"{base} + {offset}" if offset else base
+
+
+def _window_runs(windows: tuple[Window, ...]) -> list[tuple[Window, int]]:
+    """Consecutive windows with the same batch structure, as ``(window, repeat)``."""
+    return [(group[0], len(group)) for _, g in groupby(windows, key=lambda w: w.batches)
+            for group in [list(g)]]
+
+
+def _core_op(e: _Emitter, plan: KernelPlan) -> None:
+    """Output-persistent: R accumulators in registers across K; widen into ws.acc32 per window."""
+    cfg, wb = plan.cfg, plan.cfg.weight_bytes
+    acc32, xq = plan.workspace_layout["acc32"][0], plan.workspace_layout["xq"][0]
+    t0, t1 = plan.first_temp, plan.first_temp + 1
+    e("mov r10, rsi", f"lea rbx, [r8 + {acc32}]")
+
+    def one_pass(r: int) -> None:
+        e(*(f"vpxor ymm{a}, ymm{a}, ymm{a}" for a in range(r)), f"lea r11, [r8 + {xq}]")
+        for window, repeat in _window_runs(plan.windows):
+            def window_body(window: Window = window) -> None:
+                def chunk() -> None:
+                    e(_tlut(plan, 0, "r11"))
+                    e(*(_tgemv(plan, a, 0, _disp("r10", a * wb)) for a in range(r)))
+                    e(f"add r10, {r * wb}", f"add r11, {cfg.k}")
+                e.counted_loop("r12", window.chunks, chunk, "chunk")
+                for a in range(r):
+                    e(f"vpmovsxwd ymm{t0}, xmm{a}", f"vextracti128 xmm{t1}, ymm{a}, 1",
+                      f"vpmovsxwd ymm{t1}, xmm{t1}",
+                      f"vpaddd ymm{t0}, ymm{t0}, ymmword ptr [{_disp('rbx', 64 * a)}]",
+                      f"vpaddd ymm{t1}, ymm{t1}, ymmword ptr [rbx + {64 * a + 32}]",
+                      f"vmovdqu ymmword ptr [{_disp('rbx', 64 * a)}], ymm{t0}",
+                      f"vmovdqu ymmword ptr [rbx + {64 * a + 32}], ymm{t1}",
+                      f"vpxor ymm{a}, ymm{a}, ymm{a}")
+            e.counted_loop("r13", repeat, window_body, "window")
+        e(f"add rbx, {64 * r}")
+
+    for r, group in groupby(plan.passes, key=lambda p: p[1]):
+        e.counted_loop("r14", len(list(group)), lambda r=r: one_pass(r), "pass")
+
+
+def _core_ap(e: _Emitter, plan: KernelPlan) -> None:
+    """Activation-persistent: LUT groups stay while all tiles stream past; int16 partial sums live
+    in ws.partial16 and are widened into ws.acc32 after each window."""
+    cfg, wb, u_max = plan.cfg, plan.cfg.weight_bytes, plan.accumulators
+    layout = plan.workspace_layout
+    acc32, p16, xq = layout["acc32"][0], layout["partial16"][0], layout["xq"][0]
+    e("mov r10, rsi", f"lea r11, [r8 + {xq}]")
+
+    def tiles(g: int, u: int) -> None:
+        e(*(f"vmovdqu ymm{a}, ymmword ptr [{_disp('rbx', 32 * a)}]" for a in range(u)))
+        for a in range(u):
+            e(*(_tgemv(plan, a, i, _disp("r10", (a * g + i) * wb)) for i in range(g)))
+        e(*(f"vmovdqu ymmword ptr [{_disp('rbx', 32 * a)}], ymm{a}" for a in range(u)))
+        e(f"add rbx, {32 * u}", f"add r10, {u * g * wb}")
+
+    def batch(g: int) -> None:
+        e(*(_tlut(plan, i, _disp("r11", i * cfg.k)) for i in range(g)))
+        e(f"add r11, {g * cfg.k}", f"lea rbx, [r8 + {p16}]")
+        e.counted_loop("r13", plan.tiles // u_max, lambda: tiles(g, u_max), "tiles")
+        if plan.tiles % u_max:
+            tiles(g, plan.tiles % u_max)
+
+    def window_body(window: Window) -> None:
+        e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
+        zero = e.label("zp")
+        e.place(zero)
+        e(f"vmovdqu ymmword ptr [r8 + rax*2 + {p16}], ymm0", "add rax, 16", f"cmp rax, {plan.M}",
+          f"jb {zero}")
+        for g, run in groupby(window.batches):
+            e.counted_loop("r12", len(list(run)), lambda g=g: batch(g), "batch")
+        e(f"lea rbx, [r8 + {p16}]", f"lea rbp, [r8 + {acc32}]")
+
+        def widen() -> None:
+            e("vpmovsxwd ymm0, xmmword ptr [rbx]", "vpmovsxwd ymm1, xmmword ptr [rbx + 16]",
+              "vpaddd ymm0, ymm0, ymmword ptr [rbp]", "vpaddd ymm1, ymm1, ymmword ptr [rbp + 32]",
+              "vmovdqu ymmword ptr [rbp], ymm0", "vmovdqu ymmword ptr [rbp + 32], ymm1",
+              "add rbx, 32", "add rbp, 64")
+        e.counted_loop("r13", plan.tiles, widen, "widen")
+
+    for window, repeat in _window_runs(plan.windows):
+        e.counted_loop("r14", repeat, lambda w=window: window_body(w), "window")

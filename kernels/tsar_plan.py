@@ -1,0 +1,181 @@
+"""Dataflow plans of the T-SAR BitLinear kernels: register allocation, loop structure, stream order.
+
+A :class:`KernelPlan` fixes, for one configuration, dataflow and layer shape (M outputs, K inputs),
+everything that the code generator (:mod:`tsar.kernels.tsar_codegen`) and the weight packer
+(:mod:`tsar.kernels.formats.tsar`) must agree on. Both derive from it; nothing is restated.
+
+Terms: a *tile* is 16 output rows (one TGEMV accumulator, ``m`` rows); a *chunk* is ``k``
+consecutive inputs (one TLUT). ``T = M / m`` tiles, ``C = K / k`` chunks. A weight *operand* is the
+packed ``(m x k)`` tile/chunk block that one TGEMV reads (``cfg.weight_bytes`` bytes).
+
+Dataflows (paper section III-D):
+
+* ``ap-min`` (activation-persistent, minimal registers): one LUT group at a time; for every chunk,
+  TLUT once, then stream over all tiles, each tile's int16 accumulator loaded from and stored to an
+  L1-resident partial-sum row.
+* ``ap-max`` (activation-persistent, maximal registers): as many LUT groups as the register file
+  holds (``G``, c2s4: 7, c4s4: 1) are built per batch of chunks, and the registers left over hold
+  ``U`` tile accumulators (c2s4: 2, c4s4: 8), so each partial-sum load/store serves ``G`` TGEMVs
+  and loop iterations drop by ``U``.
+* ``op`` (output-persistent): ``R`` tile accumulators (c2s4: 12, c4s4: 6) stay in registers across
+  the whole K loop; each TLUT serves ``R`` TGEMVs; nothing but the final sums is written back.
+
+Overflow: every plan widens int16 accumulators into int32 after at most
+``cfg.max_tgemv_per_widen()`` TGEMVs per lane (32 for c2s4, 16 for c4s4). Each TGEMV adds at most
+``127 * k`` in magnitude because BitNet's activations lie in [-127, 127], so a lane that starts at 0
+stays within ``n * 127 * k <= 32767``: int16 never wraps, for any ternary weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from tsar.isa.config import TsarConfig, get_config
+
+FLOWS = ("ap-min", "ap-max", "op")
+VECTOR_REGS = 16
+OP_TEMPS = 2  # registers the OP widening step needs
+
+
+@dataclass(frozen=True)
+class Window:
+    """Chunks accumulated in int16 before one widening step, split into batches of LUT groups."""
+
+    first_chunk: int
+    batches: tuple[int, ...]  # chunks per batch; each batch is built into that many LUT groups
+
+    @property
+    def chunks(self) -> int:
+        return sum(self.batches)
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One T-SAR BitLinear kernel: configuration, dataflow and layer shape."""
+
+    cfg: TsarConfig
+    flow: str
+    M: int
+    K: int
+
+    def __post_init__(self) -> None:
+        if self.flow not in FLOWS:
+            raise ValueError(f"unknown dataflow {self.flow!r}; choose one of {', '.join(FLOWS)}")
+        if self.M <= 0 or self.M % self.cfg.m:
+            raise ValueError(f"M={self.M} must be a positive multiple of {self.cfg.m} for {self.cfg.name}")
+        if self.K <= 0 or self.K % self.cfg.k:
+            raise ValueError(f"K={self.K} must be a positive multiple of {self.cfg.k} for {self.cfg.name}")
+        if self.cfg.register_class != "ymm":
+            raise ValueError(f"{self.cfg.name}: the kernel library targets 256-bit configurations")
+
+    @property
+    def name(self) -> str:
+        return f"tsar-{self.cfg.name}-{self.flow}"
+
+    @property
+    def tiles(self) -> int:
+        return self.M // self.cfg.m
+
+    @property
+    def chunks(self) -> int:
+        return self.K // self.cfg.k
+
+    @property
+    def widen_every(self) -> int:
+        """TGEMVs a lane may take before widening (the overflow bound of the configuration)."""
+        return self.cfg.max_tgemv_per_widen()
+
+    # --- register allocation ---------------------------------------------------------------------
+    @property
+    def groups(self) -> int:
+        """LUT groups live at once (G)."""
+        if self.flow == "ap-max":
+            return (VECTOR_REGS - 1) // self.cfg.group_regs
+        return 1
+
+    @property
+    def accumulators(self) -> int:
+        """int16 tile accumulators live at once (U for AP, R for OP)."""
+        free = VECTOR_REGS - self.groups * self.cfg.group_regs
+        if self.flow == "ap-min":
+            return 1
+        if self.flow == "ap-max":
+            return free
+        return min(free - OP_TEMPS, self.tiles)
+
+    def group_register(self, g: int) -> int:
+        """Base register of LUT group ``g``: groups are packed from the top, aligned."""
+        top = VECTOR_REGS - (g + 1) * self.cfg.group_regs
+        return top
+
+    @property
+    def first_temp(self) -> int:
+        """First register the OP widening step may clobber (after the accumulators)."""
+        return self.accumulators
+
+    # --- loop structure --------------------------------------------------------------------------
+    @cached_property
+    def windows(self) -> tuple[Window, ...]:
+        """The K loop: windows of at most ``widen_every`` chunks, split into batches of ``groups``."""
+        per_window = (self.widen_every // self.groups) * self.groups
+        out = []
+        for start in range(0, self.chunks, per_window):
+            n = min(per_window, self.chunks - start)
+            batches = [self.groups] * (n // self.groups) + ([n % self.groups] if n % self.groups else [])
+            out.append(Window(start, tuple(batches)))
+        return tuple(out)
+
+    @cached_property
+    def passes(self) -> tuple[tuple[int, int], ...]:
+        """OP only: ``(first_tile, tiles)`` of each pass over K."""
+        r = self.accumulators
+        return tuple((t, min(r, self.tiles - t)) for t in range(0, self.tiles, r))
+
+    # --- weight stream ---------------------------------------------------------------------------
+    @cached_property
+    def stream_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(tile, chunk)`` index arrays in the order the kernel's TGEMVs read weight operands."""
+        tiles: list[np.ndarray] = []
+        chunks: list[np.ndarray] = []
+        if self.flow == "op":
+            for t0, r in self.passes:
+                c, t = np.meshgrid(np.arange(self.chunks), np.arange(t0, t0 + r), indexing="ij")
+                tiles.append(t.ravel())
+                chunks.append(c.ravel())
+        else:
+            for window in self.windows:
+                c0 = window.first_chunk
+                for g in window.batches:
+                    t, c = np.meshgrid(np.arange(self.tiles), np.arange(c0, c0 + g), indexing="ij")
+                    tiles.append(t.ravel())
+                    chunks.append(c.ravel())
+                    c0 += g
+        return np.concatenate(tiles), np.concatenate(chunks)
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.tiles * self.chunks * self.cfg.weight_bytes
+
+    # --- workspace -------------------------------------------------------------------------------
+    @property
+    def workspace_layout(self) -> dict[str, tuple[int, int]]:
+        """Byte ``(offset, size)`` of each workspace field, 64-byte aligned."""
+        fields = {"xq": self.K, "acc32": 4 * self.M, "partial16": 2 * self.M, "dequant": 4}
+        layout, offset = {}, 0
+        for name, size in fields.items():
+            layout[name] = (offset, size)
+            offset += -(-size // 64) * 64
+        return layout
+
+    @property
+    def workspace_bytes(self) -> int:
+        offset, size = list(self.workspace_layout.values())[-1]
+        return offset + -(-size // 64) * 64
+
+
+def make_plan(config: str | TsarConfig, flow: str, M: int, K: int) -> KernelPlan:
+    cfg = get_config(config) if isinstance(config, str) else config
+    return KernelPlan(cfg, flow, M, K)

@@ -1,0 +1,85 @@
+"""T-SAR weight streams: round trips, plan structure, and the overflow schedule."""
+
+import numpy as np
+import pytest
+
+from tsar.isa import C2S4, C4S4, pack_tile
+from tsar.isa.assembler import assemble
+from tsar.kernels.formats.tsar import pack_weights, unpack_weights
+from tsar.kernels.tsar_codegen import function_name, generate
+from tsar.kernels.tsar_plan import FLOWS, make_plan
+
+PLANS = [(cfg, flow) for cfg in ("c2s4", "c4s4") for flow in FLOWS]
+SHAPES = [(16, 16), (48, 96), (160, 512), (2560, 2560)]
+
+
+@pytest.mark.parametrize("cfg, flow", PLANS)
+@pytest.mark.parametrize("M, K", SHAPES)
+def test_stream_roundtrip_and_coverage(cfg: str, flow: str, M: int, K: int) -> None:
+    plan = make_plan(cfg, flow, M, K)
+    w = np.random.default_rng(M + K).integers(-1, 2, (M, K)).astype(np.int8)
+    stream = pack_weights(plan, w)
+    assert stream.shape == (M * K * 2 // 8,)  # 2 bits per weight
+    assert np.array_equal(unpack_weights(plan, stream), w)
+    tiles, chunks = plan.stream_order
+    pairs = tiles * plan.chunks + chunks
+    assert np.array_equal(np.sort(pairs), np.arange(plan.tiles * plan.chunks))  # each operand once
+
+
+def test_stream_operand_is_the_isa_tile() -> None:
+    plan = make_plan("c2s4", "op", 32, 16)
+    w = np.random.default_rng(3).integers(-1, 2, (32, 16)).astype(np.int8)
+    stream = pack_weights(plan, w).reshape(-1, C2S4.weight_bytes)
+    tiles, chunks = plan.stream_order
+    for n, (t, c) in enumerate(zip(tiles, chunks, strict=True)):
+        block = w[16 * t:16 * t + 16, 8 * c:8 * c + 8]
+        assert np.array_equal(stream[n], pack_tile(C2S4, block))
+
+
+@pytest.mark.parametrize("cfg, flow", PLANS)
+@pytest.mark.parametrize("K", [8 * 16, 2560, 6912])
+def test_every_lane_widens_within_the_overflow_bound(cfg: str, flow: str, K: int) -> None:
+    config = C2S4 if cfg == "c2s4" else C4S4
+    if K % config.k:
+        pytest.skip("K not a multiple of k")
+    plan = make_plan(cfg, flow, 2560, K)
+    assert all(w.chunks <= config.max_tgemv_per_widen() for w in plan.windows)
+    assert sum(w.chunks for w in plan.windows) == plan.chunks
+    assert all(len(w.batches) and max(w.batches) <= plan.groups for w in plan.windows)
+
+
+@pytest.mark.parametrize("cfg, flow", PLANS)
+def test_register_allocation_fits_and_aligns(cfg: str, flow: str) -> None:
+    plan = make_plan(cfg, flow, 2560, 2560)
+    groups = {plan.group_register(g) + r for g in range(plan.groups) for r in range(plan.cfg.group_regs)}
+    accs = set(range(plan.accumulators))
+    assert not groups & accs and max(groups | accs) < 16
+    assert all(plan.group_register(g) % plan.cfg.group_regs == 0 for g in range(plan.groups))
+
+
+@pytest.mark.parametrize("cfg, flow", PLANS)
+def test_generated_kernels_assemble(cfg: str, flow: str) -> None:
+    plan = make_plan(cfg, flow, 48, 96)
+    program = assemble(generate(plan), filename=plan.name)
+    assert program.address_of(function_name(plan)) == 0
+    assert sum(entry.tsar for entry in program.listing) >= 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (("c2s4", "op", 40, 64), "multiple of 16"),
+    (("c2s4", "op", 32, 12), "multiple of 8"),
+    (("c4s4", "op", 32, 24), "multiple of 16"),
+    (("c2s4", "diagonal", 32, 32), "dataflow"),
+    (("c2s4-128", "op", 32, 32), "256-bit"),
+])
+def test_bad_plans(args: tuple, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make_plan(*args)
+
+
+def test_pack_rejects_bad_weights() -> None:
+    plan = make_plan("c2s4", "op", 16, 8)
+    with pytest.raises(ValueError, match="expected"):
+        pack_weights(plan, np.zeros((16, 16), np.int8))
+    with pytest.raises(ValueError):
+        pack_weights(plan, np.full((16, 8), 2, np.int8))

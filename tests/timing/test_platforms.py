@@ -1,0 +1,102 @@
+"""Platform TOML loading and validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tsar.platforms as platforms
+from tsar.platforms import PlatformError
+
+
+@pytest.mark.parametrize("name", platforms.SHIPPED)
+def test_shipped_platforms_load(name: str) -> None:
+    p = platforms.load(name)
+    assert p.name == name
+    assert [c.name for c in p.caches] == ["L1D", "L2", "L3"]
+    assert p.levels[-1] == "DRAM"
+    p.uarch()  # the data set exists
+
+
+def test_table_i_values() -> None:
+    ws, lt, mb = (platforms.load(n) for n in ("workstation", "laptop", "mobile"))
+    assert (ws.core.cores, ws.core.frequency_ghz) == (16, 5.7)
+    assert (ws.cache("L1D").size, ws.l1i_size) == (48 << 10, 32 << 10)
+    assert ws.cache("L3").size == 64 << 20 and ws.dram.peak_gbs == pytest.approx(102.4)
+    assert ws.core.uarch == "zen4" and ws.core.uarch_proxy
+    assert (lt.core.cores, lt.core.frequency_ghz) == (8, 5.1)
+    assert (lt.cache("L1D").size, lt.cache("L3").size) == (32 << 10, 16 << 20)
+    assert lt.dram.peak_gbs == pytest.approx(70.4)
+    assert (mb.core.cores, mb.core.frequency_ghz) == (4, 3.8)
+    assert (mb.l1i_size, mb.cache("L2").size) == (64 << 10, 2 << 20)
+    assert mb.cache("L2").shared_by == 4 and mb.cache("L3").size == 6 << 20
+    assert mb.core.uarch == "alderlake" and mb.dram.peak_gbs == pytest.approx(35.2)
+    assert (ws.threads, lt.threads, mb.threads) == (16, 8, 4)
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    return path
+
+
+def _shipped_text(name: str = "laptop") -> str:
+    from importlib import resources
+
+    return resources.files("tsar.platforms").joinpath(f"{name}.toml").read_text()
+
+
+def test_load_by_path_round_trip(tmp_path: Path) -> None:
+    p = platforms.load(_write(tmp_path, _shipped_text()))
+    assert p.core.model == "AMD Ryzen 7 7840U" and p.path.endswith("p.toml")
+
+
+@pytest.mark.parametrize(("edit", "key"), [
+    (("bandwidth_bytes_per_cycle = 64", "bandwidth_bytes_per_cycle = 64\nbogus = 1"), "caches.L1D.bogus"),
+    (("frequency_ghz = 5.1", 'frequency_ghz = "fast"'), "core.frequency_ghz"),
+    (('uarch = "zen4"', 'uarch = "zen9"'), "core.uarch"),
+    (("per_core_gbs = 40", ""), "dram.per_core_gbs"),
+    (("usable_fraction = 0.75", "usable_fraction = 1.5"), "usable_fraction"),
+    (("size_kib = 32                    # Table I\nshared_by", "size_kib = 32\nsize_mib = 1\nshared_by"),
+     "caches.L1D"),
+])
+def test_validation_names_file_and_key(tmp_path: Path, edit: tuple[str, str], key: str) -> None:
+    text = _shipped_text()
+    assert edit[0] in text
+    path = _write(tmp_path, text.replace(edit[0], edit[1], 1))
+    with pytest.raises(PlatformError) as err:
+        platforms.load(path)
+    assert str(path) in str(err.value) and key in str(err.value)
+
+
+def test_bad_toml_and_unknown_name(tmp_path: Path) -> None:
+    with pytest.raises(PlatformError, match="not valid TOML"):
+        platforms.load(_write(tmp_path, "name = [unclosed"))
+    with pytest.raises(PlatformError, match="unknown platform"):
+        platforms.load("supercomputer")
+
+
+def test_uarch_for_cpu_mapping() -> None:
+    from tsar.platforms.detect import uarch_for_cpu
+
+    assert uarch_for_cpu("GenuineIntel", 6, 207)[0] == "alderlakep"
+    assert uarch_for_cpu("GenuineIntel", 6, 143)[0] == "alderlakep"
+    assert uarch_for_cpu("AuthenticAMD", 0x19, 0x11) == ("zen4", False, "Zen 4")
+    name, proxy, _ = uarch_for_cpu("AuthenticAMD", 0x1A, 0x44)
+    assert (name, proxy) == ("zen4", True)
+
+
+def test_host_detection_without_measurement() -> None:
+    h = platforms.host(measure=False)
+    assert h.name == "host" and h.core.cores >= 1 and h.caches[0].name == "L1D"
+    assert h.caches[0].size > 0 and h.measured.get("cpuinfo_mhz") is not None
+
+
+@pytest.mark.slow
+def test_host_measurement() -> None:
+    h = platforms.host(refresh=True)
+    bw = h.measured["read_gbs"]
+    assert set(bw) >= {"L1D", "DRAM"} and bw["L1D"] > bw["DRAM"] > 0
+    assert 0.5 < h.core.frequency_ghz < 7
+    assert h.dram.per_core_gbs > 0 and h.dram.sustained_gbs >= h.dram.per_core_gbs

@@ -1,0 +1,66 @@
+"""``tsar bench-native``: time the native baseline kernels against the measured bandwidth roofline."""
+
+from __future__ import annotations
+
+import argparse
+
+from tsar.errors import UserError
+
+NAME = "bench-native"
+HELP = "benchmark the native ternary baseline kernels (TL2, TL1, I2_S, dense int8, int2, 5-trit)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernels", default="all",
+                        help="comma-separated kernels: tl2,tl1,i2s,dense,int2,trit5 (default all)")
+    parser.add_argument("--shapes", default="",
+                        help="comma-separated NxMxK shapes (default: BitNet-2B layers, N=1, and N=128)")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--where", default="cache,dram", help="cache, dram or both (default both)")
+    parser.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50)")
+    parser.add_argument("--isa", default="auto", choices=["auto", "avx2", "avx512"])
+    parser.add_argument("--quick", action="store_true", help="one layer, fewer repeats")
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        raise UserError(f"--{what}: expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise UserError(f"--{what}: expected positive integers, got {text!r}")
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    from tsar.kernels import bench
+    from tsar.kernels.baselines import KERNELS
+
+    kernels = list(KERNELS) if args.kernels == "all" else args.kernels.split(",")
+    unknown = [k for k in kernels if k not in KERNELS]
+    if unknown:
+        raise UserError(f"--kernels: unknown {', '.join(unknown)}; expected some of {', '.join(KERNELS)}")
+    threads = _ints(args.threads, "threads")
+    where = args.where.split(",")
+    if not set(where) <= {"cache", "dram"}:
+        raise UserError(f"--where: expected cache and/or dram, got {args.where!r}")
+    if args.repeats < 1:
+        raise UserError(f"--repeats: expected >= 1, got {args.repeats}")
+    if args.shapes:
+        try:
+            shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
+        except ValueError:
+            raise UserError(f"--shapes: expected NxMxK,..., got {args.shapes!r}") from None
+        if any(len(s) != 3 or min(s) < 1 for s in shapes):
+            raise UserError(f"--shapes: expected NxMxK with positive sizes, got {args.shapes!r}")
+        cases = [bench.Case(k, n, m, kk, t, w) for k in kernels for t in threads
+                 for (n, m, kk) in shapes for w in where]
+    else:
+        cases = [c for c in bench.default_cases(kernels, threads, args.quick) if c.where in where]
+    repeats = min(args.repeats, 10) if args.quick else args.repeats
+    try:
+        bw, results = bench.run(cases, repeats, args.isa, bench.stderr_progress)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    print(bench.format_table(bw, results))
+    return 0

@@ -1,0 +1,48 @@
+"""Platforms: the paper's Table I machines as editable TOML files, plus the measured host.
+
+``tsar.platforms.load("workstation")`` (or a path to a ``.toml`` file) returns a
+:class:`Platform`; ``tsar.platforms.host()`` detects and measures this machine (cached for the
+session). ``names()`` lists the shipped platforms.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from .schema import CacheLevel, Core, Dram, Platform, PlatformError, platform_from_dict, read_platform
+
+SHIPPED = ("workstation", "laptop", "mobile")
+
+
+def names() -> tuple[str, ...]:
+    """Shipped platform names, plus ``host``."""
+    return (*SHIPPED, "host")
+
+
+def load(name_or_path: str | Path) -> Platform:
+    """A shipped platform by name (``workstation``, ``laptop``, ``mobile``, ``host``) or a TOML
+    file by path. Raises :class:`PlatformError` naming the file and key for malformed files."""
+    text = str(name_or_path)
+    if text == "host":
+        from .detect import host
+
+        return host()
+    if text in SHIPPED:
+        with resources.as_file(resources.files(__package__).joinpath(f"{text}.toml")) as p:
+            return read_platform(Path(p))
+    path = Path(text)
+    if path.suffix == ".toml" or path.exists():
+        return read_platform(path)
+    raise PlatformError(f"unknown platform {text!r} (shipped: {', '.join(names())}; or a .toml path)")
+
+
+def host(measure: bool = True, refresh: bool = False) -> Platform:
+    """This machine, detected and (unless ``measure=False``) measured; see :mod:`.detect`."""
+    from .detect import host as _host
+
+    return _host(measure=measure, refresh=refresh)
+
+
+__all__ = ["SHIPPED", "CacheLevel", "Core", "Dram", "Platform", "PlatformError", "host", "load",
+           "names", "platform_from_dict", "read_platform"]

@@ -1,0 +1,28 @@
+"""Microarchitecture data: per-instruction latency/throughput/port tables and their lookup.
+
+``tsar.uarch.load(name)`` returns a :class:`Uarch` for ``zen4``, ``alderlakep`` (Golden Cove),
+``alderlake`` (Gracemont), ``icelake`` or ``skylake``; ``Uarch.lookup(mnemonic, operand_kinds)``
+returns an :class:`InstrTiming`. T-SAR instructions are timed by :func:`timing_of` /
+:func:`tsar_timing` from the ISA definition. Data provenance: ``data/README.md``.
+"""
+
+from __future__ import annotations
+
+from .machines import Machine, machine, machines
+from .ports import format_usage, parse_usage, split_group
+from .table import UARCH_NAMES, InstrTiming, Uarch, UarchDataMissing, canonical_mnemonic, load
+from .tsar_ops import is_tsar_mnemonic, tsar_timing
+
+
+def timing_of(uarch: Uarch, mnemonic: str, operands: tuple[str, ...]) -> InstrTiming:
+    """Table lookup for x86 forms, the T-SAR model for TLUT/TGEMV."""
+    if is_tsar_mnemonic(mnemonic):
+        return tsar_timing(uarch, mnemonic, tuple(operands))
+    return uarch.lookup(mnemonic, tuple(operands))
+
+
+__all__ = [
+    "UARCH_NAMES", "InstrTiming", "Machine", "Uarch", "UarchDataMissing", "canonical_mnemonic",
+    "format_usage", "is_tsar_mnemonic", "load", "machine", "machines", "parse_usage", "split_group",
+    "timing_of", "tsar_timing",
+]
