@@ -1,1 +1,19 @@
-"""Functional simulator of x86-64 + AVX2 + T-SAR code (Unicorn for scalar code, own vector layer)."""
+"""Functional simulator of x86-64 + AVX2 + T-SAR code.
+
+Unicorn executes scalar code, control flow and memory; every VEX-encoded instruction (AVX/AVX2/FMA
+and the T-SAR map) is intercepted and executed by a Python vector layer on a numpy register file,
+T-SAR instructions through the ISA's golden semantics. See :class:`Machine`.
+"""
+
+from .compile import compile_c, kernel_c_dir
+from .errors import SimulationError
+from .machine import Machine
+from .memory import GuestMemory
+from .native import NativeError, run_native, simulate_records
+from .stats import MemoryTrace, Stats
+from .vecops import supported_mnemonics
+
+__all__ = [
+    "GuestMemory", "Machine", "MemoryTrace", "NativeError", "SimulationError", "Stats", "compile_c",
+    "kernel_c_dir", "run_native", "simulate_records", "supported_mnemonics",
+]

@@ -166,28 +166,45 @@ def form_from_tsar(inst: TsarInstruction, address: int | None = None) -> Instruc
         address_reads=tuple(addr), mem_read_bytes=mem_r, address=address, text=str(inst))
 
 
-def decode_forms(code: bytes, ip: int = 0) -> list[InstructionForm]:
-    """Decode x86-64 code that may contain T-SAR instructions into forms (program order)."""
+def form_at(code: bytes, offset: int, ip: int = 0) -> tuple[InstructionForm, int]:
+    """Decode the instruction at ``code[offset]`` (address ``ip + offset``, x86 or T-SAR) into a
+    form; returns ``(form, length)``. Raises ValueError for undecodable bytes."""
     import iced_x86 as ix
 
     from tsar.isa.codec import decode as tsar_decode
     from tsar.isa.codec import is_tsar
 
+    if is_tsar(code, offset):
+        inst = tsar_decode(code, offset)
+        return form_from_tsar(inst, ip + offset), inst.length or 0
+    instr = ix.Decoder(64, code[offset:offset + 15], ip=ip + offset).decode()
+    if instr.is_invalid:
+        raise ValueError(f"undecodable bytes at {ip + offset:#x}: {code[offset:offset + 8].hex()}")
+    return form_from_iced(instr), instr.len
+
+
+def decode_forms(code: bytes, ip: int = 0) -> list[InstructionForm]:
+    """Decode x86-64 code that may contain T-SAR instructions into forms (program order)."""
     forms: list[InstructionForm] = []
     offset = 0
     while offset < len(code):
-        if is_tsar(code, offset):
-            inst = tsar_decode(code, offset)
-            forms.append(form_from_tsar(inst, ip + offset))
-            offset += inst.length or 0
-            continue
-        dec = ix.Decoder(64, code[offset:], ip=ip + offset)
-        instr = dec.decode()
-        if instr.is_invalid:
-            raise ValueError(f"undecodable bytes at {ip + offset:#x}: {code[offset:offset + 8].hex()}")
-        forms.append(form_from_iced(instr))
-        offset += instr.len
+        form, length = form_at(code, offset, ip)
+        forms.append(form)
+        offset += length
     return forms
+
+
+def profile_from_counts(code: bytes, ip: int, counts: Mapping[int, float], name: str = "",
+                        iterations: float = 1.0) -> LoopProfile:
+    """A profile of the executed instructions only: ``counts`` maps guest addresses (as the
+    simulator reports them) inside ``code`` loaded at ``ip`` to execution counts. Data embedded
+    in the code (constants after the last ``ret``) is never decoded."""
+    entries = []
+    for address in sorted(counts):
+        if counts[address] > 0 and ip <= address < ip + len(code):
+            form, _ = form_at(code, address - ip, ip)
+            entries.append((form, float(counts[address])))
+    return LoopProfile.from_forms(entries, iterations, name)
 
 
 def profile_from_forms(forms: Sequence[InstructionForm],
@@ -212,5 +229,6 @@ def profile_from_iced(instrs: Iterable[iced_x86.Instruction],
     return profile_from_forms([form_from_iced(i) for i in instrs], counts, iterations, name)
 
 
-__all__ = ["LoopEntry", "decode_forms", "form_from_iced", "form_from_tsar", "profile_from_forms",
+__all__ = ["LoopEntry", "decode_forms", "form_at", "form_from_iced", "form_from_tsar", "profile_from_counts",
+           "profile_from_forms",
            "profile_from_iced", "register_kind"]

@@ -1,0 +1,189 @@
+"""Pre-decoded instructions and the blocks the Python layer executes.
+
+Each guest address is decoded once (iced-x86, or :mod:`tsar.isa.codec` for the T-SAR map) into an
+:class:`Insn` holding a pre-built closure. A :class:`Block` is a straight run of instructions the
+Python layer can execute, ended by a ``jmp``/``jcc`` it follows itself or by the first instruction
+it leaves to Unicorn. Execution counts are kept per block; per-instruction statistics are derived
+from them at the end of a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import iced_x86 as iced
+
+from tsar.isa import codec
+
+from .decode import decode, is_vex, mnemonic, text
+from .errors import GuestFault
+from .scalar import branch_target_fn, compile_scalar
+from .state import CpuState
+from .tsar_exec import compile_tsar
+from .vecexec import Compiled, Unsupported, compile_vector
+
+SCALAR, VECTOR, TSAR = "scalar", "vector", "tsar"
+MAX_BLOCK = 256
+
+
+@dataclass
+class Insn:
+    """One decoded instruction. ``run`` is None when only Unicorn can execute it."""
+
+    address: int
+    length: int
+    mnemonic: str
+    cls: str
+    text: str
+    run: Callable[[], None] | None = None
+    bytes_read: int = 0
+    bytes_written: int = 0
+    uops: int = 0
+    branch: Callable[[], int] | None = None
+    error: GuestFault | None = None
+
+    @property
+    def next(self) -> int:
+        return self.address + self.length
+
+
+def _raiser(fault: GuestFault) -> Callable[[], None]:
+    def run() -> None:
+        raise fault
+    return run
+
+
+def decode_insn(st: CpuState, address: int, trace: bool = False) -> Insn:
+    """Decode and compile the instruction at ``address``.
+
+    VEX and T-SAR instructions always get a closure: one that raises #UD when the encoding is
+    invalid or outside the coverage (Unicorn must never execute them).
+    """
+    code = st.mem.read(address, 15) if address + 15 <= st.mem.end else \
+        st.mem.read(address, st.mem.end - address)
+    if codec.is_tsar(code):
+        try:
+            inst = codec.decode(code)
+        except codec.InvalidInstruction as exc:
+            fault = GuestFault("ud", f"invalid T-SAR encoding: {exc}")
+            return Insn(address, 1, "(bad t-sar)", TSAR, f"(bad) {code[:6].hex(' ')}", _raiser(fault),
+                        error=fault)
+        comp = compile_tsar(inst, address + inst.length, st)
+        return Insn(address, inst.length, inst.mnemonic, TSAR, str(inst), comp.run,
+                    comp.bytes_read, comp.bytes_written, inst.spec.uops)
+    ins = decode(code, address)
+    if ins.is_invalid:
+        return Insn(address, 1, "(bad)", SCALAR, "(bad)")
+    name, txt = mnemonic(ins), text(ins)
+    if is_vex(ins):
+        try:
+            comp = compile_vector(ins, st, trace)
+        except Unsupported:
+            fault = GuestFault("ud", f"instruction '{txt}' is not supported by the vector layer")
+            return Insn(address, ins.len, name, VECTOR, txt, _raiser(fault), error=fault)
+        return Insn(address, ins.len, name, VECTOR, txt, comp.run, comp.bytes_read, comp.bytes_written)
+    if ins.encoding != iced.EncodingKind.LEGACY:
+        fault = GuestFault("ud", f"instruction '{txt}' ({_encoding_name(ins)}) is not supported")
+        return Insn(address, ins.len, name, VECTOR, txt, _raiser(fault), error=fault)
+    insn = Insn(address, ins.len, name, SCALAR, txt)
+    insn.branch = branch_target_fn(ins, st)
+    if insn.branch is None:
+        comp: Compiled | None = compile_scalar(ins, st, trace)
+        if comp is not None:
+            insn.run, insn.bytes_read, insn.bytes_written = comp.run, comp.bytes_read, comp.bytes_written
+    return insn
+
+
+def _encoding_name(ins: iced.Instruction) -> str:
+    return {iced.EncodingKind.EVEX: "EVEX", iced.EncodingKind.XOP: "XOP",
+            iced.EncodingKind.D3NOW: "3DNow!"}.get(ins.encoding, "non-legacy encoding")
+
+
+def compile_one(st: CpuState, address: int, trace: bool = False) -> Insn:
+    """The instruction at ``address`` (for single-instruction use, e.g. differential tests)."""
+    return decode_insn(st, address, trace)
+
+
+@dataclass
+class Block:
+    """Instructions ``insns`` executed in order; ``runs`` their closures. After them the next RIP
+    is ``branch()`` when the last instruction is a branch, else ``exit`` (Unicorn takes over)."""
+
+    address: int
+    insns: list[Insn]
+    runs: list[Callable[[], None]]
+    branch: Callable[[], int] | None
+    exit: int
+    hits: int = 0
+    scalar_only: bool = field(default=False)
+    fn: Callable[[], None] = field(default=lambda: None)
+
+    def __post_init__(self) -> None:
+        self.fn = fuse(self.runs)
+        self.n = len(self.insns)
+
+    def faulting_insn(self, tb) -> Insn:
+        """The instruction whose closure raised, from the traceback through :attr:`fn`."""
+        while tb is not None:
+            if tb.tb_frame.f_code is self.fn.__code__:
+                index = tb.tb_lineno - 2
+                return [i for i in self.insns if i.run is not None][index]
+            tb = tb.tb_next
+        return self.insns[0]
+
+
+def fuse(runs: list[Callable[[], None]]) -> Callable[[], None]:
+    """One Python function calling ``runs`` in order (line ``i + 2`` calls ``runs[i]``), which
+    saves the per-instruction loop overhead."""
+    names = {f"r{i}": run for i, run in enumerate(runs)}
+    body = "".join(f"    r{i}()\n" for i in range(len(runs))) or "    pass\n"
+    namespace: dict = {}
+    exec(compile(f"def block():\n{body}", "<block>", "exec"), dict(names), namespace)
+    return namespace["block"]
+
+
+class BlockCache:
+    """Blocks and instructions by address, built on first use."""
+
+    def __init__(self, st: CpuState, trace: bool = False, python_scalar: bool = True) -> None:
+        self.st, self.trace, self.python_scalar = st, trace, python_scalar
+        self.insns: dict[int, Insn] = {}
+        self.blocks: dict[int, Block | None] = {}
+
+    def insn(self, address: int) -> Insn:
+        insn = self.insns.get(address)
+        if insn is None:
+            insn = self.insns[address] = decode_insn(self.st, address, self.trace)
+        return insn
+
+    def python_executable(self, insn: Insn) -> bool:
+        if insn.cls != SCALAR:
+            return True
+        return self.python_scalar and (insn.run is not None or insn.branch is not None)
+
+    def block(self, address: int) -> Block | None:
+        """The block starting at ``address``, or None when its first instruction is Unicorn's."""
+        if address in self.blocks:
+            return self.blocks[address]
+        insns: list[Insn] = []
+        branch = None
+        addr = address
+        while len(insns) < MAX_BLOCK:
+            try:
+                insn = self.insn(addr)
+            except GuestFault:
+                break
+            if not self.python_executable(insn):
+                break
+            insns.append(insn)
+            addr = insn.next
+            if insn.branch is not None:
+                branch = insn.branch
+                break
+        block = None
+        if insns:
+            block = Block(address, insns, [i.run for i in insns if i.run is not None], branch, addr)
+            block.scalar_only = all(i.cls == SCALAR for i in insns)
+        self.blocks[address] = block
+        return block

@@ -1,0 +1,298 @@
+"""Compile one decoded VEX instruction into a Python closure over a :class:`CpuState`.
+
+The closure reads its sources (vector registers as views of ``state.ymm``, GPRs, guest memory as
+views of the host arena), applies the semantics of :mod:`tsar.sim.vecops` and writes the
+destination with the VEX rule: an xmm destination zeroes bits 255:128 of the ymm register.
+Element-wise integer ops whose sources are registers run in place with the ufunc's ``out=``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import iced_x86 as iced
+import numpy as np
+
+from . import flags as fl
+from .decode import Operand, address_fn, mnemonic, operands
+from .errors import GuestFault
+from .state import MASK64, CpuState
+from .vecops import ALIGNED_MOVES, OPS, U8
+
+Closure = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled instruction: its closure and its static memory traffic in bytes."""
+
+    run: Closure
+    bytes_read: int
+    bytes_written: int
+
+
+@dataclass(frozen=True)
+class _WithImm:
+    """An :class:`Op` with the instruction's immediate, for the fast-path builders."""
+
+    op: object
+    imm: int | None
+
+    def __getattr__(self, name: str):
+        return getattr(self.op, name)
+
+
+class Unsupported(Exception):
+    """The instruction is outside the simulator's coverage."""
+
+
+def _reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[], np.ndarray]:
+    y, g = st.ymm, st.gpr
+    if op.kind == "vec":
+        row = y[op.reg, :op.size]
+        return lambda: row
+    if op.kind == "gpr":
+        n, size = op.reg, op.size
+        mask = (1 << (8 * size)) - 1
+        return lambda: np.frombuffer((g[n] & mask).to_bytes(size, "little"), U8)
+    if op.kind == "mem":
+        addr, size, view = address_fn(op, g), op.size, st.mem.view
+        if check_align or trace:
+            def read() -> np.ndarray:
+                a = addr()
+                if check_align and a % size:
+                    raise GuestFault("gp", f"misaligned {size}-byte access at {a:#x}", a)
+                if st.trace is not None:
+                    st.trace.append((a, size, 0))
+                return view(a, size)
+            return read
+        return lambda: view(addr(), size)
+    raise Unsupported(f"operand kind {op.kind}")
+
+
+def _writer(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[np.ndarray], None]:
+    y, g = st.ymm, st.gpr
+    if op.kind == "vec":
+        n, size = op.reg, op.size
+        if size == 32:
+            row = y[n]
+
+            def write_y(res: np.ndarray) -> None:
+                row[:] = res.reshape(-1).view(U8)
+            return write_y
+        low, high = y[n, :16], y[n, 16:]
+
+        def write_x(res: np.ndarray) -> None:
+            low[:] = res.reshape(-1).view(U8)
+            high[:] = 0
+        return write_x
+    if op.kind == "gpr":
+        n = op.reg
+
+        def write_g(res: np.ndarray) -> None:  # 32- and 64-bit writes zero-extend
+            g[n] = int.from_bytes(np.ascontiguousarray(res).tobytes(), "little") & MASK64
+        return write_g
+    if op.kind == "mem":
+        addr, size, wview = address_fn(op, g), op.size, st.mem.wview
+
+        def write_m(res: np.ndarray) -> None:
+            a = addr()
+            if check_align and a % size:
+                raise GuestFault("gp", f"misaligned {size}-byte access at {a:#x}", a)
+            if st.trace is not None:
+                st.trace.append((a, size, 1))
+            wview(a, size)[:] = res.reshape(-1).view(U8)
+        return write_m
+    raise Unsupported(f"destination kind {op.kind}")
+
+
+def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> Compiled:
+    """Closure for a VEX instruction; raises :class:`Unsupported` outside the coverage."""
+    name = mnemonic(ins)
+    ops = operands(ins)
+    if any(o.kind == "vec" and o.reg >= 16 for o in ops) or any(o.kind == "other" for o in ops):
+        raise Unsupported(name)
+    special = _special(name, ops, st, trace)
+    if special is not None:
+        return special
+    op = OPS.get(name)
+    if op is None:
+        raise Unsupported(name)
+    imm = next((o.value & 0xFF for o in ops if o.kind == "imm"), None)
+    regs = [o for o in ops if o.kind != "imm"]
+    if not regs:
+        raise Unsupported(name)
+    dst, srcs = (None, regs) if op.writes_flags else (regs[0], regs[1:])
+    if op.reads_dst:
+        srcs = [dst, *srcs]
+    align = name in ALIGNED_MOVES
+    mem_read = sum(o.size for o in srcs if o.kind == "mem")
+    mem_written = dst.size if dst is not None and dst.kind == "mem" else 0
+    if op.writes_flags:
+        return Compiled(_flags_closure(op, srcs, st, trace), mem_read, 0)
+    out = dst.size
+    fast = _fast_path(name, _WithImm(op, imm), dst, srcs, st, trace, align)
+    if fast is not None:
+        return Compiled(fast, mem_read, mem_written)
+    readers = [_reader(o, st, align, trace) for o in srcs]
+    write = _writer(dst, st, align, trace)
+    fn = op.fn
+    if len(readers) == 1:
+        r0 = readers[0]
+
+        def run1() -> None:
+            write(fn([r0()], imm, out))
+        return Compiled(run1, mem_read, mem_written)
+
+    def run() -> None:
+        write(fn([r() for r in readers], imm, out))
+    return Compiled(run, mem_read, mem_written)
+
+
+_MOVES = frozenset({"vmovdqu", "vmovdqa", "vmovups", "vmovaps", "vmovupd", "vmovapd", "vlddqu",
+                    "vmovntdq", "vmovntdqa", "vmovntps", "vmovntpd"})
+_EXT_TYPES = {"b": (np.int8, np.uint8), "w": (np.int16, np.uint16), "d": (np.int32, np.uint32),
+              "q": (np.int64, np.uint64)}
+
+
+def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, trace: bool,
+               align: bool) -> Closure | None:
+    """Allocation-free closures for the most frequent forms (no tracing):
+
+    * ``ufunc`` ops (``vpaddd``, ``vpand``, ``vpmullw``...) with a register first source;
+    * full-width moves between registers and memory;
+    * ``vpmovsx`` / ``vpmovzx`` widening, ``vextracti128`` to a register, broadcasts.
+    """
+    if trace or dst.kind != "vec":
+        return _fast_store(name, dst, srcs, st, trace, align)
+    y, g = st.ymm, st.gpr
+    size = dst.size
+    high = y[dst.reg, 16:]
+    zero_high = size == 16
+    src = srcs[0] if srcs else None
+    if op.ufunc is not None and len(srcs) == 2 and src.kind == "vec":
+        uf, dt = op.ufunc, op.dtype
+        typed = y.view(dt)
+        per = size // np.dtype(dt).itemsize
+        d, a = typed[dst.reg, :per], typed[src.reg, :per]
+        if srcs[1].kind == "vec":
+            b = typed[srcs[1].reg, :per]
+            if not zero_high:
+                return lambda: uf(a, b, out=d)
+            return lambda: (uf(a, b, out=d), high.fill(0))
+        if srcs[1].kind == "mem":
+            addr, view = address_fn(srcs[1], g), st.mem.view
+            if not zero_high:
+                return lambda: uf(a, view(addr(), 32).view(dt), out=d)
+            return lambda: (uf(a, view(addr(), 16).view(dt), out=d), high.fill(0))
+        return None
+    row = y[dst.reg, :size]
+    if name in _MOVES and src is not None:
+        if src.kind == "vec":
+            srow = y[src.reg, :size]
+            if not zero_high:
+                return lambda: row.__setitem__(Ellipsis, srow)
+            return lambda: (row.__setitem__(Ellipsis, srow), high.fill(0))
+        if src.kind == "mem" and not align:
+            addr, view = address_fn(src, g), st.mem.view
+            if not zero_high:
+                return lambda: row.__setitem__(Ellipsis, view(addr(), 32))
+            return lambda: (row.__setitem__(Ellipsis, view(addr(), 16)), high.fill(0))
+        return None
+    if name[:7] in ("vpmovsx", "vpmovzx") and src is not None:
+        signed = name[5] == "s"
+        sdt = _EXT_TYPES[name[7]][0 if signed else 1]
+        ddt = _EXT_TYPES[name[8]][0]
+        count = size // np.dtype(ddt).itemsize
+        out = y.view(ddt)[dst.reg, :count]
+        nbytes = count * np.dtype(sdt).itemsize
+        if src.kind == "vec":
+            sview = y[src.reg, :nbytes].view(sdt)
+            if src.reg == dst.reg:  # numpy does not order an overlapping casting copy
+                return lambda: (out.__setitem__(Ellipsis, sview.copy()), zero_high and high.fill(0))
+            if not zero_high:
+                return lambda: out.__setitem__(Ellipsis, sview)
+            return lambda: (out.__setitem__(Ellipsis, sview), high.fill(0))
+        if src.kind == "mem":
+            addr, view = address_fn(src, g), st.mem.view
+            return lambda: (out.__setitem__(Ellipsis, view(addr(), nbytes).view(sdt)),
+                            zero_high and high.fill(0))
+        return None
+    if name in ("vextracti128", "vextractf128") and src is not None and src.kind == "vec":
+        part = y[src.reg, 16:32] if op.imm & 1 else y[src.reg, :16]
+        return lambda: (row.__setitem__(Ellipsis, part), high.fill(0))
+    return None
+
+
+def _fast_store(name: str, dst: Operand, srcs: list[Operand], st: CpuState, trace: bool,
+                align: bool) -> Closure | None:
+    """Full-width vector stores ``vmovdqu [mem], ymm/xmm``."""
+    if trace or align or dst.kind != "mem" or name not in _MOVES or srcs[0].kind != "vec":
+        return None
+    addr, wview, size = address_fn(dst, st.gpr), st.mem.wview, dst.size
+    srow = st.ymm[srcs[0].reg, :size]
+    return lambda: wview(addr(), size).__setitem__(Ellipsis, srow)
+
+
+def _flags_closure(op, srcs: list[Operand], st: CpuState, trace: bool) -> Closure:
+    readers = [_reader(o, st, False, trace) for o in srcs]
+    fn, f = op.fn, st.flags
+
+    def run() -> None:
+        value = int(fn([r() for r in readers], None, 0))
+        f[0] = fl.raw((st.rflags_base & ~fl.ARITH_MASK) | value)
+    return run
+
+
+def _special(name: str, ops: list[Operand], st: CpuState, trace: bool) -> Compiled | None:
+    y = st.ymm
+    if name == "vzeroupper":
+        upper = y[:, 16:]
+        return Compiled(lambda: upper.fill(0), 0, 0)
+    if name == "vzeroall":
+        return Compiled(lambda: y.fill(0), 0, 0)
+    if name in ("vpmaskmovd", "vpmaskmovq", "vmaskmovps"):
+        return _maskmov(name, ops, st)
+    return None
+
+
+def _maskmov(name: str, ops: list[Operand], st: CpuState) -> Compiled:
+    """vpmaskmovd/q, vmaskmovps: masked load (inactive lanes 0) or store (inactive lanes kept).
+
+    Only active lanes are accessed, so inactive lanes never fault. Traffic counts the full width.
+    """
+    elem = 8 if name == "vpmaskmovq" else 4
+    dt = np.int64 if elem == 8 else np.int32
+    g, mem = st.gpr, st.mem
+    if ops[0].kind == "mem":  # store: [mem], mask, src
+        memop, mask_op, src_op = ops
+        addr = address_fn(memop, g)
+        mask_r, src_r = _reader(mask_op, st, False, False), _reader(src_op, st, False, False)
+        size = memop.size
+
+        def store() -> None:
+            a = addr()
+            active = np.flatnonzero(mask_r().view(dt) < 0)
+            src = src_r()
+            if st.trace is not None and active.size:
+                st.trace.append((a, size, 1))
+            for i in active:
+                mem.wview(a + i * elem, elem)[:] = src[i * elem:(i + 1) * elem]
+        return Compiled(store, 0, size)
+    dst, mask_op, memop = ops
+    addr = address_fn(memop, g)
+    mask_r = _reader(mask_op, st, False, False)
+    write = _writer(dst, st, False, False)
+    size = memop.size
+
+    def load() -> None:
+        a = addr()
+        active = mask_r().view(dt) < 0
+        res = np.zeros(size, U8)
+        if st.trace is not None and active.any():
+            st.trace.append((a, size, 0))
+        for i in np.flatnonzero(active):
+            res[i * elem:(i + 1) * elem] = mem.view(a + i * elem, elem)
+        write(res)
+    return Compiled(load, size, 0)

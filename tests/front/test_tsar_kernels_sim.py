@@ -1,0 +1,79 @@
+"""The six T-SAR BitLinear kernels, simulated, bit-exact against the integer reference."""
+
+import numpy as np
+import pytest
+
+from tsar.kernel_sim import KERNEL_NAMES, plan_for, simulate
+from tsar.kernels import quant
+
+# (N, M, K): K multiple of 16 so both configurations take every shape; M = 16 * tiles with tiles
+# not a multiple of the OP pass or AP tile block, to exercise the tail code.
+SHAPES = [(1, 16, 16), (3, 48, 96), (2, 208, 1040)]
+
+
+def _layer(rng: np.random.Generator, n: int, m: int, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    w_t, w_scale = quant.ternarize(rng.standard_normal((m, k)).astype(np.float32))
+    x = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, (n, 1))).astype(np.float32)
+    return x, w_t, w_scale
+
+
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_random_layers_bit_exact(kernel: str, shape: tuple[int, int, int]) -> None:
+    n, m, k = shape
+    x, w_t, w_scale = _layer(np.random.default_rng(m * k + n), n, m, k)
+    run = simulate(plan_for(kernel, m, k), x, w_t, w_scale)
+    assert run.exact, f"{run.mismatches} of {run.y.size} outputs differ"
+    cfg = run.plan.cfg
+    assert run.stats.by_mnemonic[cfg.tgemv_mnemonic] == n * (m // cfg.m) * (k // cfg.k)
+
+
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+@pytest.mark.parametrize("sign", [1, -1])
+def test_accumulators_at_their_bounds(kernel: str, sign: int) -> None:
+    """All activations +-127 and all weights equal: every int16 window is driven to its bound
+    (32 * 8 * 127 = 32512 for c2s4, 16 * 16 * 127 for c4s4) and must not wrap."""
+    m, k = 48, 1024
+    x = np.full((2, k), 3.5, np.float32)
+    x[1] = -3.5
+    w_t = np.full((m, k), sign, np.int8)
+    run = simulate(plan_for(kernel, m, k), x, w_t, 1.0)
+    assert run.exact
+    expected = sign * 127 * k * (3.5 / 127)  # dequantized: acc * amax / 127 * w_scale
+    assert np.allclose(run.y[0], expected) and np.allclose(run.y[1], -expected)
+
+
+@pytest.mark.parametrize("kernel", ["tsar-c2s4-op", "tsar-c4s4-ap-min"])
+def test_zero_and_tiny_activations(kernel: str) -> None:
+    m, k = 32, 64
+    w_t = np.random.default_rng(0).integers(-1, 2, (m, k)).astype(np.int8)
+    x = np.zeros((2, k), np.float32)
+    x[1, 5] = 1e-7  # below the 1e-5 absmax floor
+    run = simulate(plan_for(kernel, m, k), x, w_t, 0.25)
+    assert run.exact and not run.y[0].any()
+
+
+def test_no_tokens_is_a_no_op() -> None:
+    plan = plan_for("tsar-c2s4-op", 16, 16)
+    run = simulate(plan, np.zeros((0, 16), np.float32), np.ones((16, 16), np.int8), 1.0)
+    assert run.y.shape == (0, 16) and run.exact
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+@pytest.mark.parametrize("n", [1, 8])
+def test_bitnet_2b_layer(kernel: str, n: int) -> None:
+    """BitNet-b1.58-2B-4T attention projection: 1 x 2560 x 2560 GEMV and an N = 8 GEMM."""
+    x, w_t, w_scale = _layer(np.random.default_rng(n), n, 2560, 2560)
+    run = simulate(plan_for(kernel, 2560, 2560), x, w_t, w_scale)
+    assert run.exact
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["tsar-c2s4-op", "tsar-c4s4-op", "tsar-c2s4-ap-max"])
+def test_adversarial_down_projection(kernel: str) -> None:
+    """K = 6912 (BitNet-2B down projection input), all weights +1, all activations 127."""
+    m, k = 32, 6912
+    run = simulate(plan_for(kernel, m, k), np.ones((1, k), np.float32), np.ones((m, k), np.int8), 1.0)
+    assert run.exact
+    assert np.allclose(run.y, 6912.0)

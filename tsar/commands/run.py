@@ -1,0 +1,146 @@
+"""``tsar run``: call a function of an assembly file or shared object in the simulator."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from tsar.errors import UserError
+
+NAME = "run"
+HELP = "run a function of a kernel (.s with AVX2 + T-SAR, or a gcc-built .so) in the simulator"
+
+ARG_SYNTAX = """\
+arguments (--arg / --out, in call order; integers and pointers go to rdi, rsi, rdx, rcx, r8, r9,
+then the stack; floats to xmm0..7):
+  2560, 0x10, -3            an integer
+  f32:1.5, f64:0.25         a float / double value
+  DTYPE:SHAPE[:INIT]        a new array, passed by pointer and copied back after the call
+                            DTYPE: i8 u8 i16 u16 i32 u32 i64 u64 f32 f64
+                            SHAPE: 2560 or 16x2560
+                            INIT:  random (default: full range; i8 uses -127..127), zeros,
+                                   ones, ternary (-1/0/+1), range, fill=VALUE
+  FILE.npy                  an array loaded from a .npy file
+  --out DTYPE:SHAPE         like --arg DTYPE:SHAPE:zeros, and printed after the call
+examples:
+  tsar run kernels/asm/gemv16_c2s4.s --fn gemv16_c2s4 --arg i8:2560 --arg u8:10240 \\
+      --out i32:16 --arg 2560
+  tsar run dot.so --fn dot_i8 --arg i8:4096 --arg i8:4096 --arg 4096 --returns i32"""
+
+_DTYPES = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16, "i32": np.int32,
+           "u32": np.uint32, "i64": np.int64, "u64": np.uint64, "f32": np.float32, "f64": np.float64}
+
+
+class _CallArg(argparse.Action):
+    """Collect --arg and --out in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, "call_args", None) or [])
+        items.append((option_string == "--out", values))
+        namespace.call_args = items
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = ARG_SYNTAX
+    parser.add_argument("file", help="assembly source (.s) or shared object (.so)")
+    parser.add_argument("--fn", help="function (label / symbol) to call; default: the first label")
+    parser.add_argument("--arg", action=_CallArg, metavar="SPEC", help="an argument (syntax below)")
+    parser.add_argument("--out", action=_CallArg, metavar="DTYPE:SHAPE",
+                        help="an output array argument, printed after the call")
+    parser.add_argument("--returns", default="i64",
+                        choices=["i64", "u64", "i32", "u32", "f32", "f64", "none"],
+                        help="how to read the return value (rax or xmm0); default i64")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
+    parser.add_argument("--max-instructions", type=int, default=10**9)
+    parser.add_argument("--timeout", type=float, default=600.0, help="wall-time limit in seconds")
+    parser.add_argument("--memory-stats", action="store_true",
+                        help="count Unicorn's scalar memory traffic too (slower)")
+    parser.add_argument("--trace", metavar="FILE.npz",
+                        help="save the memory-address trace (address, size, write arrays)")
+    parser.add_argument("--hot", type=int, default=0, metavar="N",
+                        help="also print the N most executed instructions")
+
+
+def parse_arg(spec: str, rng: np.random.Generator) -> object:
+    """One --arg value: an int, a float, or a numpy array."""
+    if spec.endswith(".npy"):
+        return np.load(spec)
+    try:
+        return int(spec, 0)
+    except ValueError:
+        pass
+    parts = spec.split(":")
+    kind = parts[0]
+    if kind in ("f32", "f64") and len(parts) == 2 and "x" not in parts[1]:
+        try:
+            value = float(parts[1])
+            return np.float32(value) if kind == "f32" else value
+        except ValueError:
+            pass
+    if kind not in _DTYPES or len(parts) not in (2, 3):
+        raise UserError(f"bad argument {spec!r} (see 'tsar run --help' for the syntax)")
+    dt = np.dtype(_DTYPES[kind])
+    try:
+        shape = tuple(int(n) for n in parts[1].split("x"))
+    except ValueError:
+        raise UserError(f"bad shape in {spec!r}") from None
+    init = parts[2] if len(parts) == 3 else "random"
+    if init == "random":
+        if dt.kind == "f":
+            return rng.standard_normal(shape).astype(dt)
+        info = np.iinfo(dt)
+        low = -127 if dt == np.int8 else info.min
+        return rng.integers(low, info.max, size=shape, endpoint=True, dtype=dt)
+    if init == "zeros":
+        return np.zeros(shape, dt)
+    if init == "ones":
+        return np.ones(shape, dt)
+    if init == "ternary":
+        return rng.integers(-1, 2, size=shape).astype(dt)
+    if init == "range":
+        return np.arange(int(np.prod(shape))).astype(dt).reshape(shape)
+    if init.startswith("fill="):
+        return np.full(shape, float(init[5:]) if dt.kind == "f" else int(init[5:], 0), dt)
+    raise UserError(f"unknown initializer {init!r} in {spec!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tsar.sim import Machine
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    machine = Machine(max_instructions=args.max_instructions, timeout=args.timeout)
+    if path.suffix == ".s":
+        symbols = machine.load_asm(path.read_text(), filename=str(path))
+    else:
+        symbols = machine.load_elf(path)
+    fn = args.fn or next(iter(symbols), None)
+    if fn is None:
+        raise UserError(f"{path}: no function found")
+    rng = np.random.default_rng(args.seed)
+    call_args, outputs = [], []
+    for is_out, spec in getattr(args, "call_args", None) or []:
+        value = parse_arg(spec + (":zeros" if is_out and spec.count(":") == 1 else ""), rng)
+        call_args.append(value)
+        if is_out:
+            outputs.append((spec, value))
+    result = machine.call(fn, *call_args, returns=args.returns, trace=bool(args.trace),
+                          memory_stats=args.memory_stats)
+    print(f"{fn}(...) returned {result}")
+    with np.printoptions(threshold=64, linewidth=110):
+        for spec, value in outputs:
+            print(f"out {spec}: {value}")
+    print(machine.stats.summary())
+    if args.hot:
+        print(f"hot instructions (top {args.hot}):")
+        for addr, count in machine.stats.per_address.most_common(args.hot):
+            print(f"  {addr:#x} {count:>10,}  {machine.cache.insn(addr).text}")
+    if args.trace and machine.trace is not None:
+        t = machine.trace
+        np.savez_compressed(args.trace, address=t.address, size=t.size, write=t.write)
+        print(f"wrote {len(t):,} memory accesses to {args.trace}")
+    return 0

@@ -1,0 +1,95 @@
+"""Run the T-SAR BitLinear kernels in the functional simulator and check them bit for bit.
+
+A kernel is named ``tsar-<config>-<flow>`` (e.g. ``tsar-c2s4-op``); see
+:mod:`tsar.kernels.tsar_plan` for the dataflows and :mod:`tsar.kernels.tsar_codegen` for the
+calling convention. The reference is :func:`tsar.kernels.reference.bitlinear`, which quantizes,
+multiplies exactly in integers and dequantizes with the same float32 operations as the kernels, so
+the float outputs must be identical bit for bit (and since ``|acc| < 2^24`` every int32 sum maps to
+a distinct float32, equal floats imply equal integer sums).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tsar.errors import UserError
+from tsar.isa.assembler import Program, assemble
+from tsar.kernels import reference
+from tsar.kernels.formats.tsar import pack_weights
+from tsar.kernels.tsar_codegen import function_name, generate
+from tsar.kernels.tsar_plan import FLOWS, KernelPlan, make_plan
+from tsar.sim import Machine, Stats
+
+CONFIG_NAMES = ("c2s4", "c4s4")
+KERNEL_NAMES = tuple(f"tsar-{cfg}-{flow}" for cfg in CONFIG_NAMES for flow in FLOWS)
+
+
+def plan_for(kernel: str, M: int, K: int) -> KernelPlan:
+    """The plan of kernel ``tsar-<config>-<flow>`` for an ``M x K`` layer (UserError if invalid)."""
+    if kernel not in KERNEL_NAMES:
+        raise UserError(f"unknown T-SAR kernel {kernel!r} (choose from {', '.join(KERNEL_NAMES)})")
+    _, cfg, flow = kernel.split("-", 2)
+    try:
+        return make_plan(cfg, flow, M, K)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+@dataclass
+class KernelRun:
+    """One simulated call: outputs, the reference, and the simulator's statistics."""
+
+    plan: KernelPlan
+    tokens: int
+    y: np.ndarray  # (N, M) float32
+    reference: np.ndarray  # (N, M) float32
+    stats: Stats
+    code_address: int  # guest address the kernel's code was loaded at (for stats.per_address)
+
+    @property
+    def exact(self) -> bool:
+        """Bitwise equality of the float32 outputs with the reference."""
+        return self.y.shape == self.reference.shape and np.array_equal(
+            self.y.view(np.uint32), self.reference.view(np.uint32))
+
+    @property
+    def mismatches(self) -> int:
+        return int(np.count_nonzero(self.y.view(np.uint32) != self.reference.view(np.uint32)))
+
+
+_PROGRAMS: dict[KernelPlan, Program] = {}
+
+
+def program_for(plan: KernelPlan) -> Program:
+    """The assembled kernel (cached per plan)."""
+    if plan not in _PROGRAMS:
+        _PROGRAMS[plan] = assemble(generate(plan), filename=f"{plan.name}.s")
+    return _PROGRAMS[plan]
+
+
+def simulate(plan: KernelPlan, x: np.ndarray, w_t: np.ndarray, w_scale: float, *,
+             stream: np.ndarray | None = None, machine: Machine | None = None,
+             memory_stats: bool = True) -> KernelRun:
+    """Simulate ``y = BitLinear(x)`` with the plan's kernel.
+
+    ``x``: float32 ``(N, K)``; ``w_t``: ternary int8 ``(M, K)``; ``w_scale``: the per-tensor weight
+    scale; ``stream``: the packed weights if already packed (else packed here).
+    """
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != plan.K:
+        raise UserError(f"{plan.name}: activations must be (N, {plan.K}) float32, got {x.shape}")
+    if stream is None:
+        stream = pack_weights(plan, w_t)
+    machine = machine or Machine()
+    symbols = machine.load_program(program_for(plan))
+    n = x.shape[0]
+    y = np.zeros((n, plan.M), np.float32)
+    workspace = np.zeros(plan.workspace_bytes, np.uint8)
+    scale = np.array([w_scale], np.float32)
+    entry = symbols[function_name(plan)]
+    machine.call(entry, x, stream, y, n, workspace, scale, returns="none",
+                 memory_stats=memory_stats)
+    ref = reference.bitlinear(x, w_t, float(scale[0]))
+    return KernelRun(plan, n, y, ref, machine.stats, entry - program_for(plan).symbols[function_name(plan)])
