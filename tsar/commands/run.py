@@ -10,7 +10,8 @@ import numpy as np
 from tsar.errors import UserError
 
 NAME = "run"
-HELP = "run a function of a kernel (.s with AVX2 + T-SAR, or a gcc-built .so) in the simulator"
+HELP = ("run a function of a kernel (.s with AVX2 + T-SAR, or a gcc-built .so) in the simulator, "
+        "or a T-SAR BitLinear kernel ('gemv' / 'gemm') verified against the reference")
 
 ARG_SYNTAX = """\
 arguments (--arg / --out, in call order; integers and pointers go to rdi, rsi, rdx, rcx, r8, r9,
@@ -24,6 +25,11 @@ then the stack; floats to xmm0..7):
                                    ones, ternary (-1/0/+1), range, fill=VALUE
   FILE.npy                  an array loaded from a .npy file
   --out DTYPE:SHAPE         like --arg DTYPE:SHAPE:zeros, and printed after the call
+T-SAR BitLinear kernels (FILE = gemv or gemm):
+  tsar run gemv --kernel tsar-c2s4-op --shape 1x2560x2560
+  tsar run gemm --kernel auto --shape 8x2560x6912
+  --shape is N x M x K (tokens, outputs, inputs); --kernel auto picks the dataflow from simulated
+  counts; the float output is checked bit for bit against tsar.kernels.reference.bitlinear.
 examples:
   tsar run kernels/asm/gemv16_c2s4.s --fn gemv16_c2s4 --arg i8:2560 --arg u8:10240 \\
       --out i32:16 --arg 2560
@@ -45,7 +51,10 @@ class _CallArg(argparse.Action):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = ARG_SYNTAX
-    parser.add_argument("file", help="assembly source (.s) or shared object (.so)")
+    parser.add_argument("file", help="assembly source (.s), shared object (.so), or gemv / gemm")
+    parser.add_argument("--kernel", default="auto",
+                        help="gemv/gemm: tsar-<c2s4|c4s4>-<ap-min|ap-max|op>, or auto (default)")
+    parser.add_argument("--shape", default="1x2560x2560", help="gemv/gemm: N x M x K (default 1x2560x2560)")
     parser.add_argument("--fn", help="function (label / symbol) to call; default: the first label")
     parser.add_argument("--arg", action=_CallArg, metavar="SPEC", help="an argument (syntax below)")
     parser.add_argument("--out", action=_CallArg, metavar="DTYPE:SHAPE",
@@ -108,6 +117,10 @@ def parse_arg(spec: str, rng: np.random.Generator) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.file in ("gemv", "gemm"):
+        from tsar.kernel_cli import run_bitlinear
+
+        return run_bitlinear(args.file, args.kernel, args.shape, seed=args.seed, hot=args.hot)
     from tsar.sim import Machine
 
     path = Path(args.file)

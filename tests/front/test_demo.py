@@ -1,0 +1,16 @@
+"""`tsar demo` runs end to end (on a small layer here; the README runs the BitNet-2B default)."""
+
+import pytest
+
+from tsar.cli import main
+
+
+def test_demo_small_layer(capsys: pytest.CaptureFixture) -> None:
+    assert main(["demo", "--shape", "1x64x256", "--repeats", "3"]) == 0
+    out = capsys.readouterr().out
+    for step in range(1, 6):
+        assert f"[{step}/5]" in out
+    assert out.count("bit-exact") == 2
+    assert "demo passed" in out
+    for platform in ("host", "workstation", "laptop", "mobile"):
+        assert platform in out
