@@ -16,6 +16,10 @@ Layouts (little-endian throughout):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from math import gcd
+
 import numpy as np
 
 from .config import TsarConfig
@@ -27,17 +31,77 @@ def _pattern_bits(c: int) -> np.ndarray:
     return ((p >> np.arange(c)[None, :]) & 1).astype(np.int32)
 
 
+@dataclass(frozen=True)
+class _Tables:
+    """Per-configuration constants of the fast paths (built once per :class:`TsarConfig`).
+
+    TLUT is one matrix product: ``words = act @ tlut_matrix``. TGEMV splits the weight operand
+    into *symbols*: its bytes when every code sits inside one byte (c = 1, 2, 4), else the codes.
+    Symbol ``t`` of value ``v`` names the group words ``gather[offset[t] + v]``: the D and S
+    entries of its codes, in code order. The words picked for all symbols, read as
+    ``(m, 2s)``, are summed with ``sign`` (D positive, S negative) into the outputs.
+    """
+
+    tlut_matrix: np.ndarray  # (k, group_words) int16 in {-1, 0, +1}
+    tlut_float: np.ndarray  # the same in float32
+    byte_symbols: bool
+    offset: np.ndarray  # (symbols,) intp: first gather row of each symbol position
+    gather: np.ndarray  # (period * 2^symbol_bits, 2 * codes per symbol) intp group-word indices
+    sign: np.ndarray  # (2s,) int16: +1, -1, +1, -1, ...
+    acc_shape: tuple[int]  # (m,)
+    group_shape: tuple[int]  # (group_words,)
+    weight_shape: tuple[int]  # (weight_bytes,)
+    picked_shape: tuple[int, int]  # (m, 2s)
+
+
+@cache
+def _tables(cfg: TsarConfig) -> _Tables:
+    c, s, k = cfg.c, cfg.s, cfg.k
+    bits = _pattern_bits(c)
+    matrix = np.zeros((k, cfg.group_words), np.int16)
+    for b in range(s):
+        for i in range(c):
+            word = b * cfg.block_words
+            matrix[b * c + i, word:word + cfg.patterns] = 2 * bits[:, i] - 1
+            matrix[b * c + i, word + cfg.patterns:word + cfg.block_words] = bits[:, i]
+    byte_symbols = 8 % cfg.code_bits == 0
+    symbol_bits = 8 if byte_symbols else cfg.code_bits
+    per_symbol = symbol_bits // cfg.code_bits  # codes per symbol
+    period = s // gcd(s, per_symbol)  # symbols after which the blocks repeat
+    values = np.arange(1 << symbol_bits)
+    gather = np.zeros((period, values.size, per_symbol, 2), np.intp)
+    for q in range(period):
+        for u in range(per_symbol):
+            code = (values >> (u * cfg.code_bits)) & ((1 << cfg.code_bits) - 1)
+            base = ((q * per_symbol + u) % s) * cfg.block_words  # the code's block
+            gather[q, :, u, 0] = base + (code & (cfg.patterns - 1))
+            gather[q, :, u, 1] = base + cfg.patterns + (code >> c)
+    symbols = cfg.weight_bits // symbol_bits
+    offset = (np.arange(symbols) % period * values.size).astype(np.intp)
+    sign = np.tile(np.array([1, -1], np.int16), s)
+    return _Tables(matrix, matrix.astype(np.float32), byte_symbols, offset,
+                   gather.reshape(period * values.size, -1), sign, (cfg.m,), (cfg.group_words,),
+                   (cfg.weight_bytes,), (cfg.m, 2 * s))
+
+
+def _int16(x: np.ndarray) -> np.ndarray:
+    """``x`` as int16 with two's-complement wrap-around (non-integers truncate via int32 first)."""
+    if x.dtype == np.int16:
+        return x
+    if x.dtype.kind not in "biu":
+        x = x.astype(np.int32)
+    return x.astype(np.int16)
+
+
 def tlut(cfg: TsarConfig, activations: np.ndarray) -> np.ndarray:
     """TLUT: ``(..., k)`` int8 activations -> ``(..., s * 2^(c+1))`` int16 LUT-group words."""
     act = np.asarray(activations)
     if act.shape[-1:] != (cfg.k,):
         raise ValueError(f"{cfg.tlut_mnemonic}: expected (..., {cfg.k}) activations, got {act.shape}")
-    blocks = act.astype(np.int32).reshape(*act.shape[:-1], cfg.s, cfg.c)
-    bits = _pattern_bits(cfg.c)
-    dense = blocks @ (2 * bits - 1).T  # (..., s, 2^c)
-    sparse = blocks @ bits.T
-    words = np.concatenate([dense, sparse], axis=-1)  # (..., s, 2^(c+1))
-    return words.reshape(*act.shape[:-1], cfg.group_words).astype(np.int16)
+    tab = _tables(cfg)
+    if act.dtype == np.int8:  # |word| <= c * 128 <= 512: exact in float32 (and a BLAS product)
+        return np.dot(act.astype(np.float32), tab.tlut_float).astype(np.int16)
+    return np.matmul(_int16(act), tab.tlut_matrix)  # int16 products wrap like the int32 sums
 
 
 def weight_codes(cfg: TsarConfig, operand: np.ndarray) -> np.ndarray:
@@ -51,9 +115,16 @@ def weight_codes(cfg: TsarConfig, operand: np.ndarray) -> np.ndarray:
         raise ValueError(
             f"{cfg.tgemv_mnemonic}: expected (..., {cfg.weight_bytes}) weight bytes, got {raw.shape}"
         )
-    bits = np.unpackbits(raw, axis=-1, bitorder="little")
-    bits = bits.reshape(*raw.shape[:-1], cfg.m, cfg.s, cfg.code_bits).astype(np.int32)
-    return (bits << np.arange(cfg.code_bits)).sum(axis=-1)
+    lead = raw.shape[:-1]
+    width = cfg.code_bits
+    if 8 % width == 0:  # whole codes per byte: c=4 is the byte itself, c=2 its two nibbles
+        shifts = np.arange(0, 8, width, dtype=np.uint8)
+        codes = (raw[..., None] >> shifts) & ((1 << width) - 1)
+    else:
+        bits = np.unpackbits(raw, axis=-1, bitorder="little").reshape(*lead, -1, width)
+        codes = bits.astype(np.intp) << np.arange(width)
+        codes = codes.sum(axis=-1)
+    return codes.astype(np.intp).reshape(*lead, cfg.m, cfg.s)
 
 
 def tgemv(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray, operand: np.ndarray) -> np.ndarray:
@@ -62,25 +133,40 @@ def tgemv(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray, operand: np.ndarr
     ``acc``: ``(..., m)`` int16; ``group``: ``(..., s * 2^(c+1))`` int16 words as TLUT wrote them;
     ``operand``: ``(..., weight_bytes)`` uint8. Returns the new ``(..., m)`` int16 accumulator.
     """
+    tab = _tables(cfg)
     acc = np.asarray(acc)
     group = np.asarray(group)
-    if acc.shape[-1:] != (cfg.m,):
+    if acc.shape[-1:] != tab.acc_shape:
         raise ValueError(f"{cfg.tgemv_mnemonic}: expected (..., {cfg.m}) accumulators, got {acc.shape}")
-    if group.shape[-1:] != (cfg.group_words,):
+    if group.shape[-1:] != tab.group_shape:
         raise ValueError(
             f"{cfg.tgemv_mnemonic}: expected (..., {cfg.group_words}) LUT words, got {group.shape}"
         )
-    codes = weight_codes(cfg, operand)  # (..., m, s)
-    mask = cfg.patterns - 1
-    base = np.arange(cfg.s) * cfg.block_words  # word offset of block b
-    idx_d = base + (codes & mask)
-    idx_s = base + cfg.patterns + (codes >> cfg.c)
-    table = group.astype(np.int32)[..., None, :]  # broadcast over the m outputs
-    table = np.broadcast_to(table, (*codes.shape[:-1], cfg.group_words))
-    dense = np.take_along_axis(table, idx_d, axis=-1)
-    sparse = np.take_along_axis(table, idx_s, axis=-1)
-    total = acc.astype(np.int32) + (dense - sparse).sum(axis=-1)
-    return total.astype(np.int16)  # two's-complement wrap, like VPADDW
+    if tab.byte_symbols:
+        symbols = np.asarray(operand, dtype=np.uint8)
+        if symbols.shape[-1:] != tab.weight_shape:
+            raise ValueError(f"{cfg.tgemv_mnemonic}: expected (..., {cfg.weight_bytes}) weight bytes, "
+                             f"got {symbols.shape}")
+    else:
+        symbols = weight_codes(cfg, operand)
+        symbols = symbols.reshape(*symbols.shape[:-2], -1)
+    words = _int16(group)
+    index = tab.gather.take(symbols + tab.offset, axis=0)  # (..., symbols, 2 * codes per symbol)
+    lead = symbols.shape[:-1]
+    if words.ndim > 1:  # a LUT group per batch element: index into the flattened groups
+        if words.shape[:-1] != lead:
+            lead = np.broadcast_shapes(words.shape[:-1], lead)
+            words = np.broadcast_to(words, (*lead, cfg.group_words))
+        words = words.reshape(-1)
+        index = index + _row_offsets(words.size // cfg.group_words, cfg.group_words).reshape(
+            *lead, 1, 1)
+    picked = words.take(index).reshape(lead + tab.picked_shape)  # (..., m, 2s): D, S per code
+    return np.add(_int16(acc), np.matmul(picked, tab.sign))  # int16: wraps like VPADDW
+
+
+@lru_cache(maxsize=64)
+def _row_offsets(rows: int, stride: int) -> np.ndarray:
+    return np.arange(rows, dtype=np.intp) * stride
 
 
 def _check_ternary(w: np.ndarray) -> None:

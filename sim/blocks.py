@@ -3,8 +3,9 @@
 Each guest address is decoded once (iced-x86, or :mod:`tsar.isa.codec` for the T-SAR map) into an
 :class:`Insn` holding a pre-built closure. A :class:`Block` is a straight run of instructions the
 Python layer can execute, ended by a ``jmp``/``jcc`` it follows itself or by the first instruction
-it leaves to Unicorn. Execution counts are kept per block; per-instruction statistics are derived
-from them at the end of a run.
+it leaves to Unicorn. Runs of T-SAR instructions inside a block execute as one batch when that is
+exact (:mod:`tsar.sim.tsar_exec`). Execution counts are kept per block; per-instruction
+statistics are derived from them at the end of a run, so batching does not change them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .decode import decode, is_vex, mnemonic, text
 from .errors import GuestFault
 from .scalar import branch_target_fn, compile_scalar
 from .state import CpuState
-from .tsar_exec import compile_tsar
+from .tsar_exec import TsarOp, batch_spans, compile_batch, compile_tsar, tsar_op
 from .vecexec import Compiled, Unsupported, compile_vector
 
 SCALAR, VECTOR, TSAR = "scalar", "vector", "tsar"
@@ -42,6 +43,7 @@ class Insn:
     uops: int = 0
     branch: Callable[[], int] | None = None
     error: GuestFault | None = None
+    tsar: TsarOp | None = None
 
     @property
     def next(self) -> int:
@@ -71,7 +73,7 @@ def decode_insn(st: CpuState, address: int, trace: bool = False) -> Insn:
                         error=fault)
         comp = compile_tsar(inst, address + inst.length, st)
         return Insn(address, inst.length, inst.mnemonic, TSAR, str(inst), comp.run,
-                    comp.bytes_read, comp.bytes_written, inst.spec.uops)
+                    comp.bytes_read, comp.bytes_written, inst.spec.uops, tsar=tsar_op(inst))
     ins = decode(code, address)
     if ins.is_invalid:
         return Insn(address, 1, "(bad)", SCALAR, "(bad)")
@@ -106,13 +108,23 @@ def compile_one(st: CpuState, address: int, trace: bool = False) -> Insn:
 
 
 @dataclass
+class Step:
+    """One call of a block's fused function: one instruction, or a batch of T-SAR instructions
+    whose ``fallback`` runs them one by one (line ``i + 2`` of it calls ``insns[i]``)."""
+
+    run: Callable[[], None]
+    insns: list[Insn]
+    fallback: Callable[[], None] | None = None
+
+
+@dataclass
 class Block:
-    """Instructions ``insns`` executed in order; ``runs`` their closures. After them the next RIP
-    is ``branch()`` when the last instruction is a branch, else ``exit`` (Unicorn takes over)."""
+    """Instructions ``insns`` executed in order by ``steps``. After them the next RIP is
+    ``branch()`` when the last instruction is a branch, else ``exit`` (Unicorn takes over)."""
 
     address: int
     insns: list[Insn]
-    runs: list[Callable[[], None]]
+    steps: list[Step]
     branch: Callable[[], int] | None
     exit: int
     hits: int = 0
@@ -120,17 +132,23 @@ class Block:
     fn: Callable[[], None] = field(default=lambda: None)
 
     def __post_init__(self) -> None:
-        self.fn = fuse(self.runs)
+        self.fn = fuse([step.run for step in self.steps])
         self.n = len(self.insns)
 
     def faulting_insn(self, tb) -> Insn:
-        """The instruction whose closure raised, from the traceback through :attr:`fn`."""
+        """The instruction whose closure raised, from the traceback through :attr:`fn` (and
+        through a batch's fallback)."""
+        step = None
         while tb is not None:
-            if tb.tb_frame.f_code is self.fn.__code__:
-                index = tb.tb_lineno - 2
-                return [i for i in self.insns if i.run is not None][index]
+            code = tb.tb_frame.f_code
+            if code is self.fn.__code__:
+                step = self.steps[tb.tb_lineno - 2]
+                if step.fallback is None:
+                    return step.insns[0]
+            elif step is not None and step.fallback is not None and code is step.fallback.__code__:
+                return step.insns[tb.tb_lineno - 2]
             tb = tb.tb_next
-        return self.insns[0]
+        return step.insns[0] if step is not None else self.insns[0]
 
 
 def fuse(runs: list[Callable[[], None]]) -> Callable[[], None]:
@@ -143,11 +161,31 @@ def fuse(runs: list[Callable[[], None]]) -> Callable[[], None]:
     return namespace["block"]
 
 
+def make_steps(st: CpuState, insns: list[Insn], batch: bool = True) -> list[Step]:
+    """The steps executing ``insns``: one per instruction with a closure, except that spans of
+    T-SAR instructions :func:`~tsar.sim.tsar_exec.batch_spans` allows become one batch step."""
+    runnable = [i for i in insns if i.run is not None]
+    spans = batch_spans([i.tsar if i.error is None else None for i in runnable]) if batch else []
+    steps: list[Step] = []
+    pos = 0
+    for start, end in spans:
+        steps += [Step(i.run, [i]) for i in runnable[pos:start]]
+        span = runnable[start:end]
+        fallback = fuse([i.run for i in span])
+        run = compile_batch([i.tsar for i in span], [i.next for i in span], st, fallback)
+        steps.append(Step(run, span, fallback))
+        pos = end
+    steps += [Step(i.run, [i]) for i in runnable[pos:]]
+    return steps
+
+
 class BlockCache:
     """Blocks and instructions by address, built on first use."""
 
-    def __init__(self, st: CpuState, trace: bool = False, python_scalar: bool = True) -> None:
+    def __init__(self, st: CpuState, trace: bool = False, python_scalar: bool = True,
+                 batch_tsar: bool = True) -> None:
         self.st, self.trace, self.python_scalar = st, trace, python_scalar
+        self.batch_tsar = batch_tsar
         self.insns: dict[int, Insn] = {}
         self.blocks: dict[int, Block | None] = {}
 
@@ -183,7 +221,7 @@ class BlockCache:
                 break
         block = None
         if insns:
-            block = Block(address, insns, [i.run for i in insns if i.run is not None], branch, addr)
+            block = Block(address, insns, make_steps(self.st, insns, self.batch_tsar), branch, addr)
             block.scalar_only = all(i.cls == SCALAR for i in insns)
         self.blocks[address] = block
         return block

@@ -59,20 +59,23 @@ class Machine:
     """An x86-64 machine with guest memory, loaded code and a System V ``call``.
 
     ``max_instructions`` and ``timeout`` (seconds) bound every call; ``python_scalar=False`` leaves
-    all scalar instructions to Unicorn (slower; used to cross-check the Python scalar subset).
+    all scalar instructions to Unicorn (slower; used to cross-check the Python scalar subset);
+    ``batch_tsar=False`` executes T-SAR instructions one by one instead of in batches (same results
+    and statistics; used to cross-check the batching).
     """
 
     def __init__(self, *, code_size: int = 16 << 20, data_size: int = 512 << 20,
                  stack_size: int = 1 << 20, max_instructions: int = 10**10,
-                 timeout: float = 3600.0, python_scalar: bool = True) -> None:
+                 timeout: float = 3600.0, python_scalar: bool = True,
+                 batch_tsar: bool = True) -> None:
         self.mem = GuestMemory(code_size=code_size, data_size=data_size, stack_size=stack_size)
         self.uc = unicorn.Uc(unicorn.UC_ARCH_X86, unicorn.UC_MODE_64)
         host = self.mem.host_address
         for start, size, perms in self.mem.regions():
             self.uc.mem_map_ptr(start, size, _PERMS[perms], host + (start - self.mem.base))
         self.st = CpuState(self.mem)
-        self.python_scalar = python_scalar
-        self.cache = BlockCache(self.st, trace=False, python_scalar=python_scalar)
+        self.python_scalar, self.batch_tsar = python_scalar, batch_tsar
+        self.cache = BlockCache(self.st, trace=False, python_scalar=python_scalar, batch_tsar=batch_tsar)
         self.max_instructions, self.timeout = max_instructions, timeout
         self.symbols: dict[str, int] = {}
         self.stats = Stats()
@@ -208,7 +211,8 @@ class Machine:
 
     def _prepare(self, ints: list[int], floats: list[bytes], trace: bool) -> None:
         if trace != self.cache.trace:
-            self.cache = BlockCache(self.st, trace=trace, python_scalar=self.python_scalar)
+            self.cache = BlockCache(self.st, trace=trace, python_scalar=self.python_scalar,
+                                    batch_tsar=self.batch_tsar)
         self.st.trace = [] if trace else None
         self.trace = None
         stack_top = self.mem.end - 64

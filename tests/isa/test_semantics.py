@@ -116,3 +116,72 @@ def test_bad_shapes_and_values() -> None:
 def test_invalid_configs_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         TsarConfig("bad", **kwargs)
+
+
+# --- the fast paths against a plain per-element reference ----------------------------------------
+EXTRA_CONFIGS = [TsarConfig("c1s4", c=1, s=4), TsarConfig("c3s8", c=3, s=8),  # bytes of 4 codes;
+                 TsarConfig("c1s2-128", c=1, s=2, vector_bits=128)]  # codes across bytes; 2 outputs/byte
+
+
+def _tlut_loop(cfg: TsarConfig, act: np.ndarray) -> np.ndarray:
+    words = []
+    for b in range(cfg.s):
+        a = [int(act[b * cfg.c + i]) for i in range(cfg.c)]
+        dense = [sum(x if (p >> i) & 1 else -x for i, x in enumerate(a)) for p in range(cfg.patterns)]
+        sparse = [sum(x for i, x in enumerate(a) if (p >> i) & 1) for p in range(cfg.patterns)]
+        words += dense + sparse
+    return np.array([(w + 32768) % 65536 - 32768 for w in words], np.int16)
+
+
+def _tgemv_loop(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray, operand: np.ndarray) -> np.ndarray:
+    bits = int.from_bytes(bytes(operand), "little")
+    out = []
+    for j in range(cfg.m):
+        total = int(acc[j])
+        for b in range(cfg.s):
+            code = (bits >> (j * cfg.output_code_bits + b * cfg.code_bits)) & ((1 << cfg.code_bits) - 1)
+            base = b * cfg.block_words
+            total += int(group[base + (code & (cfg.patterns - 1))])
+            total -= int(group[base + cfg.patterns + (code >> cfg.c)])
+        out.append((total + 32768) % 65536 - 32768)
+    return np.array(out, np.int16)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS + [pytest.param(c, id=c.name) for c in EXTRA_CONFIGS])
+def test_fast_paths_equal_a_plain_loop(cfg: TsarConfig) -> None:
+    """Unbatched, batched, broadcast groups, extreme words (wrap-around) and any weight bytes."""
+    rng = np.random.default_rng(cfg.c * 100 + cfg.s)
+    n = 6
+    act = rng.integers(-128, 128, (n, cfg.k)).astype(np.int8)
+    act[0] = -128
+    group = rng.integers(-32768, 32768, (n, cfg.group_words)).astype(np.int16)
+    group[1] = -32768
+    acc = rng.integers(-32768, 32768, (n, cfg.m)).astype(np.int16)
+    weights = rng.integers(0, 256, (n, cfg.weight_bytes)).astype(np.uint8)
+    weights[2] = 0xFF
+    want_lut = np.stack([_tlut_loop(cfg, a) for a in act])
+    want = np.stack([_tgemv_loop(cfg, acc[i], group[i], weights[i]) for i in range(n)])
+    shared = np.stack([_tgemv_loop(cfg, acc[i], group[0], weights[i]) for i in range(n)])
+    np.testing.assert_array_equal(tlut(cfg, act), want_lut)
+    np.testing.assert_array_equal(tlut(cfg, act.reshape(2, 3, cfg.k)), want_lut.reshape(2, 3, -1))
+    np.testing.assert_array_equal(tlut(cfg, act.astype(np.int64)), want_lut)  # other dtypes
+    for i in range(n):
+        assert tlut(cfg, act[i]).dtype == np.int16
+        got = tgemv(cfg, acc[i], group[i], weights[i])
+        assert got.dtype == np.int16 and got.shape == (cfg.m,)
+        np.testing.assert_array_equal(got, want[i])
+    np.testing.assert_array_equal(tgemv(cfg, acc, group, weights), want)
+    np.testing.assert_array_equal(tgemv(cfg, acc, group[0], weights), shared)
+    np.testing.assert_array_equal(
+        tgemv(cfg, acc.reshape(2, 3, -1), group.reshape(2, 3, -1), weights.reshape(2, 3, -1)),
+        want.reshape(2, 3, -1))
+    zero = np.stack([_tgemv_loop(cfg, np.zeros(cfg.m, np.int16), group[0], weights[i]) for i in range(n)])
+    np.testing.assert_array_equal(tgemv(cfg, np.zeros(cfg.m, np.int16), group[0], weights), zero)
+    np.testing.assert_array_equal(tgemv(cfg, acc.astype(np.int32), group.astype(np.int64), weights), want)
+    codes = weight_codes(cfg, weights)
+    bits = [int.from_bytes(bytes(w), "little") for w in weights]
+    for i in range(n):
+        for j in range(cfg.m):
+            for b in range(cfg.s):
+                shift = j * cfg.output_code_bits + b * cfg.code_bits
+                assert codes[i, j, b] == (bits[i] >> shift) & ((1 << cfg.code_bits) - 1)

@@ -1,4 +1,5 @@
-"""``tsar bench-sim``: simulated instructions per second on a T-SAR and an AVX2 kernel."""
+"""``tsar bench-sim``: simulated instructions per second on T-SAR kernels (the hand-written GEMV
+strip and a generated BitLinear kernel) and on an AVX2 kernel."""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=2560, help="GEMV depth of the T-SAR kernel (default 2560)")
     parser.add_argument("--n", type=int, default=1 << 16,
                         help="length of the AVX2 int8 dot product (default 65536)")
+    parser.add_argument("--m", type=int, default=2560,
+                        help="output features M of the BitLinear kernel (default 2560; K is --k)")
+    parser.add_argument("--kernel", default="tsar-c2s4-op",
+                        help="generated T-SAR BitLinear kernel, 1 token (default tsar-c2s4-op)")
     parser.add_argument("--repeat", type=int, default=3, help="timed calls per kernel (best is kept)")
 
 
-def _measure(machine, fn: str, args: tuple, repeat: int, check) -> tuple[int, float]:
+def _measure(machine, fn: str | int, args: tuple, repeat: int, check) -> tuple[int, float]:
     machine.call(fn, *args)  # warm-up: decoding and closure building
     best = None
     for _ in range(repeat):
@@ -54,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"T-SAR GEMV  gemv16_c2s4.s  16 x {k}:  {n:,} instructions in {sec * 1e3:.1f} ms "
           f"= {n / sec / 1e6:.3f} M simulated instr/s")
 
+    _bench_bitlinear(args, rng)
+
     so = compile_c(kernel_c_dir() / "dot_i8_avx2.c", opt="-O3")
     machine.load_elf(so)
     a = rng.integers(-128, 128, args.n).astype(np.int8)
@@ -69,3 +76,32 @@ def run(args: argparse.Namespace) -> int:
     print(f"AVX2 int8 dot  dot_i8_avx2.c (gcc -O3 -mavx2)  n = {args.n}:  {n:,} instructions in "
           f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s")
     return 0
+
+
+def _bench_bitlinear(args: argparse.Namespace, rng: np.random.Generator) -> None:
+    """One token through a generated BitLinear kernel (quantize, T-SAR core, dequantize)."""
+    from tsar.kernel_sim import plan_for, program_for
+    from tsar.kernels import reference
+    from tsar.kernels.formats.tsar import pack_weights
+    from tsar.kernels.tsar_codegen import function_name
+    from tsar.sim import Machine
+    from tsar.sim.errors import SimulationError
+
+    plan = plan_for(args.kernel, args.m, args.k)
+    x = rng.standard_normal((1, plan.K)).astype(np.float32)
+    w_t = rng.integers(-1, 2, (plan.M, plan.K)).astype(np.int8)
+    machine = Machine()
+    entry = machine.load_program(program_for(plan))[function_name(plan)]
+    y = np.zeros((1, plan.M), np.float32)
+    workspace = np.zeros(plan.workspace_bytes, np.uint8)
+    scale = np.array([0.5], np.float32)
+    want = reference.bitlinear(x, w_t, 0.5)
+
+    def check(_: object) -> None:
+        if not np.array_equal(y.view(np.uint32), want.view(np.uint32)):
+            raise SimulationError("bench", f"{plan.name} result differs from the reference")
+
+    n, sec = _measure(machine, entry, (x, pack_weights(plan, w_t), y, 1, workspace, scale),
+                      args.repeat, check)
+    print(f"T-SAR BitLinear  {plan.name}  1 x {plan.M} x {plan.K}:  {n:,} instructions in "
+          f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s")
