@@ -49,4 +49,33 @@ static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
     for (int i = 0; i < k; i++) s += a[i];
     return s;
 }
+/* Simulator entry points (built with -DTSAR_SIM: no libc, no threads, AVX2 only), one token
+ * a[k] -> out[m]. Each kernel file defines static prep_size/prep/check/rows_avx2 and expands one of
+ * these. LUT kernels take 'work', 64-byte aligned scratch of tsar_sim_NAME_work_size() bytes for
+ * their tables; sum kernels need the activation sum for their offset correction. */
+#define TSAR_SIM_LUT_GEMV(NAME)                                                                    \
+    unsigned long tsar_sim_##NAME##_work_size(int m, int k, int bm, int bk) {                      \
+        const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
+        return (unsigned long)prep_size(&w);                                                       \
+    }                                                                                              \
+    int tsar_sim_##NAME##_gemv(const uint8_t *wp, int m, int k, int bm, int bk, const int8_t *a,   \
+                               void *work, int32_t *out) {                                         \
+        const tsar_weights w = {wp, 0, m, k, bm, bk};                                              \
+        if (check(&w)) return -1;                                                                  \
+        const tsar_acts s = {&w, a, 0, (uint8_t *)work, 0, 0, 1};                                  \
+        prep(&s, 0);                                                                               \
+        rows_avx2(&s, out, 0, m);                                                                  \
+        return 0;                                                                                  \
+    }
+
+#define TSAR_SIM_SUM_GEMV(NAME)                                                                    \
+    int tsar_sim_##NAME##_gemv(const uint8_t *wp, int m, int k, const int8_t *a, int32_t *out) {   \
+        const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
+        if (check(&w)) return -1;                                                                  \
+        int32_t sum = tsar_sum_i8(a, k);                                                           \
+        const tsar_acts s = {&w, a, &sum, 0, 0, 0, 1};                                             \
+        rows_avx2(&s, out, 0, m);                                                                  \
+        return 0;                                                                                  \
+    }
+
 #endif

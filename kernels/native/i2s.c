@@ -69,13 +69,5 @@ static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
 const tsar_kernel tsar_kernel_i2s = {
     .row_unit = ROWS, .prep_size = prep_size, .prep = prep, .rows = {NULL, rows_avx2, NULL}, .check = check};
 #else
-/* Simulator entry (no libc, no threads, AVX2 only): one token a[k] -> out[m]. */
-int tsar_sim_i2s_gemv(const uint8_t *wp, int m, int k, const int8_t *a, int32_t *out) {
-    const tsar_weights w = {wp, 0, m, k, 0, 0};
-    if (check(&w)) return -1;
-    int32_t sum = tsar_sum_i8(a, k);
-    const tsar_acts s = {&w, a, &sum, 0, 0, 0, 1};
-    rows_avx2(&s, out, 0, m);
-    return 0;
-}
+TSAR_SIM_SUM_GEMV(i2s)
 #endif

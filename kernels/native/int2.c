@@ -93,13 +93,5 @@ const tsar_kernel tsar_kernel_int2 = {
     .row_unit = 32, .prep_size = prep_size, .prep = prep, .rows = {NULL, rows_avx2, rows_avx512},
     .check = check};
 #else
-/* Simulator entry (no libc, no threads, AVX2 only): one token a[k] -> out[m]. */
-int tsar_sim_int2_gemv(const uint8_t *wp, int m, int k, const int8_t *a, int32_t *out) {
-    const tsar_weights w = {wp, 0, m, k, 0, 0};
-    if (check(&w)) return -1;
-    int32_t sum = tsar_sum_i8(a, k);
-    const tsar_acts s = {&w, a, &sum, 0, 0, 0, 1};
-    rows_avx2(&s, out, 0, m);
-    return 0;
-}
+TSAR_SIM_SUM_GEMV(int2)
 #endif

@@ -145,19 +145,5 @@ static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
 const tsar_kernel tsar_kernel_tl2 = {
     .row_unit = 0, .prep_size = prep_size, .prep = prep, .rows = {NULL, rows_avx2, NULL}, .check = check};
 #else
-/* Simulator entry (no libc, no threads, AVX2 only): one token a[k] -> out[m]; 'work' is 64-byte
- * aligned scratch of tsar_sim_tl2_work_size() bytes for the tables. */
-unsigned long tsar_sim_tl2_work_size(int m, int k, int bm, int bk) {
-    const tsar_weights w = {0, 0, m, k, bm, bk};
-    return (unsigned long)prep_size(&w);
-}
-
-int tsar_sim_tl2_gemv(const uint8_t *wp, int m, int k, int bm, int bk, const int8_t *a, void *work, int32_t *out) {
-    const tsar_weights w = {wp, 0, m, k, bm, bk};
-    if (check(&w)) return -1;
-    const tsar_acts s = {&w, a, 0, (uint8_t *)work, 0, 0, 1};
-    prep(&s, 0);
-    rows_avx2(&s, out, 0, m);
-    return 0;
-}
+TSAR_SIM_LUT_GEMV(tl2)
 #endif
