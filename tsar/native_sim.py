@@ -1,0 +1,86 @@
+"""Run the native baselines' AVX2 integer GEMV cores in the functional simulator.
+
+The same C source that runs natively (:mod:`tsar.kernels.baselines`) is compiled without libc
+(:func:`tsar.kernels.simbuild.build_sim_library`) and executed here, so its instruction mix and its
+memory traffic, table lookups included, can be counted and modelled on other platforms. One call is
+one token; the integer output is checked against the exact reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from tsar.errors import UserError
+from tsar.kernels import reference, simbuild
+from tsar.kernels.formats import i2s, int2_vnni, tl1, tl2
+from tsar.sim import Machine, Stats
+
+NATIVE_SIM_KERNELS = ("tl2", "tl1", "i2s", "int2")
+
+
+@dataclass
+class NativeSimRun:
+    """One simulated token of a native integer core."""
+
+    kernel: str
+    M: int
+    K: int
+    stats: Stats
+    code: bytes  # the executed code region
+    code_address: int
+    exact: bool
+    weight_bytes: int
+
+
+@cache
+def _library() -> str:
+    return str(simbuild.build_sim_library())
+
+
+def executed_region(machine: Machine, stats: Stats) -> tuple[bytes, int]:
+    """The guest code spanning every executed address (for decoding the executed instructions)."""
+    lo, hi = min(stats.per_address), max(stats.per_address) + 16
+    return machine.mem.read(lo, hi - lo), lo
+
+
+def _pack(kernel: str, w: np.ndarray):
+    if kernel in ("tl2", "tl1"):
+        return (tl2 if kernel == "tl2" else tl1).pack(w)
+    return (i2s if kernel == "i2s" else int2_vnni).pack(w)
+
+
+def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
+    """Bytes of an ``M x K`` layer in ``kernel``'s weight format (padding and headers included)."""
+    return int(_pack(kernel, np.zeros((M, K), np.int8)).data.nbytes)
+
+
+def simulate_native(kernel: str, M: int, K: int, *, seed: int = 0) -> NativeSimRun:
+    """Simulate one token of ``kernel`` (tl2, tl1, i2s, int2) on an ``M x K`` ternary layer."""
+    if kernel not in NATIVE_SIM_KERNELS:
+        raise UserError(f"no simulator build of {kernel!r} (have {', '.join(NATIVE_SIM_KERNELS)})")
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-1, 2, (M, K), dtype=np.int8)
+    a = rng.integers(-127, 128, K, dtype=np.int8)
+    out = np.zeros(M, np.int32)
+    machine = Machine()
+    symbols = machine.load_elf(_library())
+    try:
+        packed = _pack(kernel, w)
+        if kernel in ("tl2", "tl1"):
+            work = machine.call(symbols[f"tsar_sim_{kernel}_work_size"], M, K, packed.bm, packed.bk,
+                                returns="u64")
+            args = (packed.data, M, K, packed.bm, packed.bk, a, np.zeros(int(work) + 64, np.uint8), out)
+        else:
+            args = (packed.data, M, K, a, out)
+    except ValueError as exc:
+        raise UserError(f"{kernel} cannot take a {M} x {K} layer: {exc}") from None
+    rc = machine.call(symbols[f"tsar_sim_{kernel}_gemv"], *args, returns="i32", memory_stats=True)
+    if rc != 0:
+        raise UserError(f"{kernel} rejected the {M} x {K} layer (return code {rc})")
+    stats = machine.stats
+    code, address = executed_region(machine, stats)
+    exact = bool(np.array_equal(out, reference.ternary_gemv(w, a)))
+    return NativeSimRun(kernel, M, K, stats, code, address, exact, int(packed.data.nbytes))
