@@ -2,23 +2,29 @@
 
 For a layer shape every candidate T-SAR kernel is simulated once for one token (the kernels' control
 flow does not depend on the data, and tokens run one after another, so counts scale exactly with
-N). Its executed instructions, weighted by their counts, are turned into a throughput bound on the
-chosen microarchitecture (port pressure and issue width, :mod:`tsar.timing.core`), and its vector
-memory traffic into an L1 bound; the estimate is the larger of the two. The timing model refines
-this with loop-carried dependencies and the cache hierarchy; the paper's framework picks the fastest
-kernel per layer in the same spirit.
+N). The estimate per token is :func:`tsar.timing.predict.predict` on a platform with the chosen
+microarchitecture: the loops of the executed code, each bounded by port pressure, front end, taken
+branches and loop-carried dependency chains (e.g. TGEMV accumulator chains), plus straight-line
+code, combined with the L1D transfer time of all accessed bytes (the layer's data are taken to be
+cache-resident: selection compares compute organisations, not weight streaming, which is the same
+for every dataflow). For reference the table also shows the whole-run throughput bounds (ports and
+issue width over all executed instructions, L1 bytes / 64 B per cycle) that the selection used
+before the timing model existed. The paper's framework picks the fastest kernel per layer in the
+same spirit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from tsar.kernel_sim import KERNEL_NAMES, plan_for, program_for, simulate
+from tsar.platforms import Platform
 from tsar.sim import Stats
 from tsar.timing.adapters import profile_from_counts
 from tsar.timing.core import core_bound
+from tsar.timing.predict import predict
 from tsar.uarch import load as load_uarch
 
 L1_BYTES_PER_CYCLE = 64.0
@@ -27,7 +33,12 @@ L1_BYTES_PER_CYCLE = 64.0
 
 @dataclass(frozen=True)
 class Candidate:
-    """One kernel's simulated counts for one token and its estimated cycles per token."""
+    """One kernel's simulated counts for one token and its estimated cycles per token.
+
+    ``port_cycles`` / ``frontend_cycles`` / ``traffic_cycles``: whole-run throughput bounds (no
+    loop structure); ``predicted_cycles``: the timing model's estimate (:func:`predict`), which
+    is what :attr:`cycles` returns; ``bound``: its binding limit.
+    """
 
     kernel: str
     instructions: int
@@ -36,10 +47,18 @@ class Candidate:
     port_cycles: float
     frontend_cycles: float
     traffic_cycles: float
+    predicted_cycles: float | None = None
+    bound: str = ""
+
+    @property
+    def throughput_cycles(self) -> float:
+        """The whole-run throughput bound: max(ports, issue, L1 traffic) cycles per token."""
+        return max(self.port_cycles, self.frontend_cycles, self.traffic_cycles)
 
     @property
     def cycles(self) -> float:
-        return max(self.port_cycles, self.frontend_cycles, self.traffic_cycles)
+        """Estimated cycles per token (the timing model's, else the throughput bound)."""
+        return self.predicted_cycles if self.predicted_cycles is not None else self.throughput_cycles
 
 
 @dataclass(frozen=True)
@@ -56,22 +75,37 @@ class Selection:
 
     def table(self) -> str:
         rows = [f"{'kernel':18} {'instr/token':>12} {'T-SAR uops':>11} {'vector B':>11} "
-                f"{'port cyc':>10} {'issue cyc':>10} {'L1 cyc':>9} {'est. cycles':>12}"]
+                f"{'port cyc':>10} {'issue cyc':>10} {'L1 cyc':>9} {'est. cycles':>12}  bound"]
         for c in sorted(self.candidates, key=lambda c: (c.cycles, c.instructions)):
             mark = "  <- selected" if c is self.best else ""
             rows.append(f"{c.kernel:18} {c.instructions:12,} {c.tsar_uops:11,} {c.vector_bytes:11,} "
                         f"{c.port_cycles:10,.0f} {c.frontend_cycles:10,.0f} {c.traffic_cycles:9,.0f} "
-                        f"{c.cycles * self.N:12,.0f}{mark}")
+                        f"{c.cycles * self.N:12,.0f}  {c.bound}{mark}")
         return "\n".join(rows)
 
 
+def platform_for(uarch_name: str) -> Platform:
+    """A shipped platform whose core uses ``uarch_name`` (Zen 4: laptop; Gracemont: mobile), else
+    the laptop platform with its core data set replaced (caches and clock kept)."""
+    from tsar.platforms import load
+
+    for name in ("laptop", "mobile", "workstation"):
+        plat = load(name)
+        if plat.core.uarch == uarch_name and plat.core.issue_width is None:
+            return plat
+    plat = load("laptop")
+    return replace(plat, core=replace(plat.core, uarch=uarch_name, uarch_proxy=True, issue_width=None))
+
+
 def estimate(kernel: str, stats: Stats, code_base: int, code: bytes, uarch_name: str) -> Candidate:
-    """Throughput estimate (cycles per token) of one simulated single-token run."""
+    """Estimate (cycles per token) of one simulated single-token run: the timing model's
+    prediction plus the whole-run throughput bounds for reference."""
     profile = profile_from_counts(code, code_base, stats.per_address, name=kernel)
     bound = core_bound(profile, load_uarch(uarch_name), strict=False)
     vector_bytes = stats.vector_bytes_read + stats.vector_bytes_written
+    pred = predict(stats, code, code_base, platform_for(uarch_name))
     return Candidate(kernel, stats.instructions, stats.tsar_uops, vector_bytes, bound.port_cycles,
-                     bound.frontend_cycles, vector_bytes / L1_BYTES_PER_CYCLE)
+                     bound.frontend_cycles, vector_bytes / L1_BYTES_PER_CYCLE, pred.cycles, pred.bound)
 
 
 def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] = KERNEL_NAMES,

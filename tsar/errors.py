@@ -12,6 +12,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from tsar.isa.assembler import AssemblyError
     from tsar.isa.codec import EncodingError, InvalidInstruction
     from tsar.isa.syntax import SyntaxProblem
+    from tsar.platforms.schema import PlatformError
 
-    return (UserError, AssemblyError, EncodingError, InvalidInstruction, SyntaxProblem,
+    return (UserError, AssemblyError, EncodingError, InvalidInstruction, SyntaxProblem, PlatformError,
             FileNotFoundError, IsADirectoryError, PermissionError)

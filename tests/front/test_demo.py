@@ -5,6 +5,11 @@ import pytest
 from tsar.cli import main
 
 
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TSAR_CACHE_DIR", str(tmp_path))
+
+
 def test_demo_small_layer(capsys: pytest.CaptureFixture) -> None:
     assert main(["demo", "--shape", "1x64x256", "--repeats", "3"]) == 0
     out = capsys.readouterr().out
@@ -14,3 +19,4 @@ def test_demo_small_layer(capsys: pytest.CaptureFixture) -> None:
     assert "demo passed" in out
     for platform in ("host", "workstation", "laptop", "mobile"):
         assert platform in out
+    assert "measured on this host" in out and "speedup" in out

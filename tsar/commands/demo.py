@@ -1,7 +1,7 @@
 """``tsar demo``: the whole pipeline on a BitNet-b1.58-2B-4T layer, in about a minute.
 
-ISA -> assembler -> simulator (bit-exact against the reference) -> RTL cycle check -> native
-baselines measured on this machine -> T-SAR modelled on the host and the paper's platforms.
+ISA -> assembler -> simulator (bit-exact against the reference) -> RTL cycle check -> T-SAR
+modelled against native baselines measured on this machine -> the paper's platforms.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ NAME = "demo"
 HELP = "run the whole T-SAR pipeline on a BitNet-2B layer (the README's main command)"
 
 DEMO_KERNELS = ("tsar-c2s4-op", "tsar-c4s4-op")
-NATIVE_KERNELS = ("tl2", "i2s", "int2", "dense")
 PLATFORMS = ("host", "workstation", "laptop", "mobile")
 
 
@@ -37,17 +36,17 @@ class _Progress:
         print(f"\n[{self.step}/{self.steps}] {title}  (t = {elapsed:.0f} s)", flush=True)
 
 
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
 def run(args: argparse.Namespace) -> int:
-    from tsar.dataflow import estimate
+    from tsar.compare import compare
     from tsar.isa import configs
     from tsar.kernel_cli import parse_shape
     from tsar.kernel_sim import plan_for, program_for, simulate
-    from tsar.kernels import bench as native_bench
     from tsar.kernels import quant
-    from tsar.kernels.baselines import kernel_isa
-    from tsar.platforms import host, load
     from tsar.rtl.bench import measured_cycles
-    from tsar.timing.memory import kernel_time, linear_streams
 
     n, m, k = parse_shape(args.shape)
     step = _Progress(5)
@@ -90,44 +89,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {cfg.name}: " + ", ".join(f"{mn} {cycles[mn]} cycles (ISA {u} uops)"
                                             for mn, u in rtl.items()) + ("" if agree else "  MISMATCH"))
 
-    step(f"native baselines on this machine ({n} x {m} x {k}, weights in cache, 1 thread)")
-    bandwidth = native_bench.measure_bandwidths([1])[1]
-    native = {}
-    for name in NATIVE_KERNELS:
-        case = native_bench.Case(name, n, m, k, 1, "cache")
-        res = native_bench.run_case(case, bandwidth, args.repeats)
-        native[name] = res
-        print(f"  {name:6} ({kernel_isa(name) or '?'}) {res.seconds * 1e6:9.1f} us  "
-              f"{res.gops:7.1f} Gop/s  {res.weight_bytes * 8 / (m * k):.2f} bits/weight", flush=True)
-    best_native = min(native.values(), key=lambda r: r.seconds)
+    step(f"T-SAR (simulated, modelled) against native kernels measured on this machine, "
+         f"{n} x {m} x {k}")
+    host_cmp = compare(n, m, k, "host", repeats=args.repeats)
+    print(_indent(host_cmp.table()))
 
-    step("T-SAR modelled on each platform (preliminary: throughput + memory bounds)")
-    print(f"  {'platform':12} {'uarch':10} " + " ".join(f"{kn:>16}" for kn in DEMO_KERNELS)
-          + f" {'TL2 measured':>14} {'best native':>14}")
-    for name in PLATFORMS:
-        platform = host() if name == "host" else load(name)
-        times = []
-        for kernel, run_ in runs.items():
-            cand = estimate(kernel, run_.stats, run_.code_address, program_for(run_.plan).code,
-                            platform.core.uarch)
-            kt = kernel_time(cand.cycles, linear_streams(m, k, n, weight_bits=2.0), platform)
-            times.append(kt.seconds)
-        measured = (f"{native['tl2'].seconds * 1e6:11.1f} us {best_native.seconds * 1e6:11.1f} us"
-                    if name == "host" else f"{'-':>14} {'-':>14}")
-        print(f"  {name:12} {platform.core.uarch:10} "
-              + " ".join(f"{t * 1e6:13.1f} us" for t in times) + f" {measured}")
-    host_best = min(
-        kernel_time(estimate(kn, r.stats, r.code_address, program_for(r.plan).code,
-                             host().core.uarch).cycles,
-                    linear_streams(m, k, n, weight_bits=2.0), host()).seconds
-        for kn, r in runs.items())
-    print(f"\n  host: modelled T-SAR {host_best * 1e6:.1f} us vs measured TL2 "
-          f"{native['tl2'].seconds * 1e6:.1f} us ({native['tl2'].seconds / host_best:.2f}x) and best "
-          f"native {best_native.case.kernel} {best_native.seconds * 1e6:.1f} us "
-          f"({best_native.seconds / host_best:.2f}x)")
-    print("  The T-SAR figures come from a throughput model (port pressure, issue width, L1 and "
-          "memory bounds) that is not yet validated against the measured native kernels; read "
-          "them as estimates.")
+    step("the same layer modelled on the paper's platforms (T-SAR and the natives' simulated code)")
+    for name in PLATFORMS[1:]:
+        c = compare(n, m, k, name)
+        t, base = c.best_tsar, c.baseline
+        print(f"  {name:12} best T-SAR {t.kernel:16} {t.seconds * 1e6:9.1f} us   TL2 "
+              f"{base.seconds * 1e6:9.1f} us   speedup {base.seconds / t.seconds:5.2f}x   traffic "
+              f"{t.bytes_per_token / base.bytes_per_token:4.2f}x of TL2")
+    print("  Modelled figures come from the timing model (docs/timing.md: method and its "
+          "validation against measured native kernels, 'tsar validate-model').")
     print("\ndemo " + ("passed" if ok else "FAILED") + f" in {time.perf_counter() - step.start:.0f} s")
     sys.stdout.flush()
     return 0 if ok else 1

@@ -68,6 +68,22 @@ class CoreBound:
         return not self.missing
 
 
+_MOVES = {"mov", "vmovdqa", "vmovdqu", "vmovdqa64", "vmovdqu8", "vmovaps", "vmovups", "vmovapd",
+          "vmovupd", "movaps", "movups", "movdqa", "movdqu"}
+ELIMINATED_MOVE = InstrTiming(latency=0.0, recip_throughput=0.0, uops=1.0, ports={}, latency_max=0.0,
+                              source="move elimination (assumed)", ports_source="none",
+                              notes=("register-to-register move renamed away: one front-end slot, "
+                                     "no execution port, zero latency",))
+"""Timing used for register-to-register moves that the tables lack (move elimination at rename,
+done by Zen 4 and Golden Cove for full-width vector and 64-bit GPR moves)."""
+
+
+def _eliminated_move(form: InstructionForm) -> bool:
+    ops = form.operands
+    return (form.mnemonic in _MOVES and len(ops) == 2 and ops[0] == ops[1]
+            and ops[0] in ("xmm", "ymm", "zmm", "r64"))
+
+
 def _is_cond_branch(mnemonic: str) -> bool:
     return mnemonic.startswith("j") and mnemonic != "jmp"
 
@@ -92,6 +108,9 @@ def core_bound(profile: LoopProfile, uarch: Uarch, *, issue_width: float | None 
         try:
             timed.append((form, weight, timing_of(uarch, form.mnemonic, form.operands)))
         except UarchDataMissing:
+            if _eliminated_move(form):
+                timed.append((form, weight, ELIMINATED_MOVE))
+                continue
             if strict:
                 raise
             missing.append(form.label)

@@ -1,0 +1,67 @@
+"""`tsar compare`, model estimates and the HTML report, on small shapes."""
+
+import re
+
+import pytest
+
+from tsar.cli import main
+from tsar.compare import compare
+from tsar.model_eval import ModelEstimate, evaluate, format_estimates
+from tsar.models import ModelConfig
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TSAR_CACHE_DIR", str(tmp_path))
+
+
+def test_compare_on_a_modelled_platform() -> None:
+    comp = compare(1, 256, 384, "laptop", tsar_kernels=("tsar-c2s4-op", "tsar-c4s4-op"))
+    kernels = {r.kernel for r in comp.rows}
+    assert {"tsar-c2s4-op", "tsar-c4s4-op", "tl2", "tl1", "i2s", "int2"} <= kernels
+    assert all(r.seconds > 0 and r.bytes_per_token for r in comp.rows)
+    text = comp.table()
+    assert "1.00x" in text and "best T-SAR" in text
+    tl2 = comp.row("tl2")
+    assert tl2.bytes_per_token > comp.row("tsar-c2s4-op").bytes_per_token  # TL2 reads its tables
+
+
+def test_compare_on_the_host_measures_natives(capsys: pytest.CaptureFixture) -> None:
+    assert main(["compare", "--shape", "1x256x384", "--repeats", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "measured on this host" in out and "simulated + modelled" in out
+    assert re.search(r"best T-SAR tsar-\S+: [0-9.]+x TL2", out)
+
+
+def test_compare_bad_input(capsys: pytest.CaptureFixture) -> None:
+    assert main(["compare", "--shape", "1x40x64"]) == 1
+    assert "multiple of 16" in capsys.readouterr().err
+    assert main(["compare", "--platform", "nowhere"]) == 1
+    assert "unknown platform" in capsys.readouterr().err
+
+
+def test_model_estimate_small_model(monkeypatch) -> None:
+    tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
+    monkeypatch.setattr("tsar.model_eval.get_model", lambda name: tiny)
+    est = evaluate("tiny", "mobile", tsar_kernels=("tsar-c2s4-op", "tsar-c4s4-ap-min"))
+    assert isinstance(est, ModelEstimate) and est.threads == 4  # the paper's mobile thread count
+    assert len(est.per_layer) == 5 and est.decode_tsar_tps > 0 and est.decode_tl2_tps > 0
+    per_token = sum(e.tsar_prefill_seconds for e in est.per_layer)
+    assert est.prefill_seconds("tsar") == pytest.approx(128 * 2 * per_token)
+    assert "tiny" in format_estimates([est])
+
+
+def test_report_renders_every_plot(tmp_path, monkeypatch) -> None:
+    from tsar.report import ReportData, render, write
+
+    tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
+    monkeypatch.setattr("tsar.model_eval.get_model", lambda name: tiny)
+    kernels = ("tsar-c2s4-op", "tsar-c4s4-op")
+    layers = {p: [compare(1, m, k, p, tsar_kernels=kernels) for m, k in ((256, 384), (512, 256))]
+              for p in ("workstation", "mobile")}
+    data = ReportData(layers["workstation"], layers, [evaluate("tiny", "mobile", tsar_kernels=kernels)],
+                      None, None)
+    page = write(tmp_path / "r.html", data).read_text()
+    assert page.count("<img src='data:image/png;base64,") == 4  # roofline, speedup, traffic, scaling
+    assert "Table III" in page and "tiny" in page
+    assert render(data, bandwidth_gbs=10.0).startswith("<!doctype html>")

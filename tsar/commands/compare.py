@@ -1,0 +1,48 @@
+"""``tsar compare``: simulated T-SAR kernels against native TL2 and the other baselines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tsar.errors import UserError
+
+NAME = "compare"
+HELP = "compare simulated T-SAR kernels with native TL2 and other baselines on a layer and platform"
+PLATFORMS = ("host", "workstation", "laptop", "mobile")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", default="1x2560x2560", help="N x M x K (default 1x2560x2560)")
+    parser.add_argument("--platform", default="host",
+                        help=f"{', '.join(PLATFORMS)}, or a platform .toml file (default host)")
+    parser.add_argument("--threads", type=int,
+                        help="threads (default: 1 for a layer, the platform's count for --model)")
+    parser.add_argument("--model", help="instead of one layer: a whole model (e.g. 2b-4t, llama3-8b, "
+                                        "falcon3-10b, bitnet-700m): decode tokens/s and prefill latency")
+    parser.add_argument("--repeats", type=int, default=20, help="native timing repeats (median)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tsar.kernel_cli import parse_shape
+
+    def progress(msg: str) -> None:
+        print(f"  .. {msg}", file=sys.stderr, flush=True)
+
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads must be >= 1, got {args.threads}")
+    if args.model:
+        from tsar.model_eval import evaluate, format_estimates
+
+        try:
+            result = evaluate(args.model, args.platform, threads=args.threads, progress=progress)
+        except KeyError as exc:
+            raise UserError(str(exc.args[0])) from None
+        print(format_estimates([result]))
+        return 0
+    from tsar.compare import compare
+
+    n, m, k = parse_shape(args.shape)
+    print(compare(n, m, k, args.platform, threads=args.threads or 1, repeats=args.repeats,
+                  progress=progress).table())
+    return 0

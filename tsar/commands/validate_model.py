@@ -1,0 +1,54 @@
+"""``tsar validate-model``: the timing model's predictions vs native measurements on this host."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "validate-model"
+HELP = ("simulate the native AVX2 GEMV cores (TL2, TL1, I2_S, int2), predict their time on this host "
+        "and compare with native measurements of the same binary (cache- and DRAM-resident weights)")
+
+
+def _shape(text: str) -> tuple[int, int]:
+    try:
+        m, k = (int(v) for v in text.lower().replace(" ", "").split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must be MxK, e.g. 2560x2560, got {text!r}") from None
+    return m, k
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernel", action="append", choices=("tl2", "tl1", "i2s", "int2"),
+                        help="kernel to validate (repeatable; default all four)")
+    parser.add_argument("--shape", action="append", type=_shape, metavar="MxK",
+                        help="layer shape M x K, one token (repeatable; default 2560x2560 and "
+                             "2560x6912)")
+    parser.add_argument("--tiny", action="store_true", help="one small shape (64x384), seconds")
+    parser.add_argument("--no-dram", action="store_true", help="skip the DRAM-resident variant")
+    parser.add_argument("--calls", type=int, default=60, help="native calls per batch (default 60)")
+    parser.add_argument("--batches", type=int, default=5,
+                        help="batches per case; the smallest batch median is kept (default 5)")
+    parser.add_argument("--loops", action="store_true", help="print the per-loop report of every case")
+    parser.add_argument("--target", type=float, default=None,
+                        help="exit with status 1 if the MAPE (percent) exceeds this")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tsar.timing.validate import FULL_SHAPES, KERNELS, TINY_SHAPES, validate
+
+    shapes = TINY_SHAPES if args.tiny else tuple(args.shape or FULL_SHAPES)
+    kernels = tuple(args.kernel or KERNELS)
+    result = validate(kernels, shapes, dram=not args.no_dram, calls=args.calls, batches=args.batches,
+                      progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+    if args.loops:
+        for case in result.cases:
+            print(f"== {case.kernel} {case.M} x {case.K} ({case.variant})")
+            print(case.prediction.table())
+    print(result.table())
+    for note in result.notes:
+        print(f"note: {note}")
+    if args.target is not None and not result.mape <= args.target:
+        print(f"MAPE {result.mape:.1f} % exceeds the target {args.target:g} %", file=sys.stderr)
+        return 1
+    return 0

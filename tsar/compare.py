@@ -1,0 +1,144 @@
+"""The headline comparison: simulated T-SAR kernels against the native TL2 and other baselines.
+
+For one layer shape (N tokens x M outputs x K inputs) and one platform:
+
+* T-SAR kernels: simulated (counts of one token, :mod:`tsar.counts`), timed by the timing model
+  (:func:`tsar.timing.predict.predict`) on the platform, times N (tokens run one after another and
+  re-stream their weights, as the kernels do);
+* native baselines: on ``host`` *measured* natively (quantization and dequantization included, as
+  for T-SAR); on the other platforms *modelled* from the simulated counts of the same C code's
+  integer core, times N (this leaves out their quantize/dequantize and their weight reuse across
+  tokens; both omissions favour the baselines slightly);
+* memory traffic: bytes loaded and stored per token by each kernel's instructions in the simulator
+  (the paper's Figure 9 metric; TL2's lookups in its activation tables count here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tsar.counts import KernelCounts, simulated_counts
+from tsar.kernel_sim import KERNEL_NAMES
+from tsar.native_sim import NATIVE_SIM_KERNELS
+from tsar.platforms import Platform, host, load
+from tsar.timing.memory import linear_streams
+from tsar.timing.predict import predict
+
+BASELINE = "tl2"
+MEASURED_NATIVE = ("tl2", "tl1", "i2s", "int2", "dense")
+
+
+@dataclass(frozen=True)
+class Row:
+    kernel: str
+    family: str          # "T-SAR" or "native"
+    method: str          # how the time was obtained
+    seconds: float       # for all N tokens
+    bytes_per_token: float | None
+    bits_per_weight: float
+    bound: str = ""
+
+    def gops(self, n: int, m: int, k: int) -> float:
+        return 2.0 * n * m * k / self.seconds / 1e9
+
+
+@dataclass(frozen=True)
+class Comparison:
+    N: int
+    M: int
+    K: int
+    platform: str
+    threads: int
+    rows: tuple[Row, ...]
+
+    def row(self, kernel: str) -> Row:
+        for r in self.rows:
+            if r.kernel == kernel:
+                return r
+        raise KeyError(kernel)
+
+    @property
+    def baseline(self) -> Row:
+        return self.row(BASELINE)
+
+    @property
+    def best_tsar(self) -> Row:
+        return min((r for r in self.rows if r.family == "T-SAR"), key=lambda r: r.seconds)
+
+    @property
+    def best_native(self) -> Row:
+        return min((r for r in self.rows if r.family == "native"), key=lambda r: r.seconds)
+
+    def table(self) -> str:
+        base = self.baseline
+        head = (f"{self.N} x {self.M} x {self.K} on {self.platform}, {self.threads} thread(s); "
+                f"speedup and traffic relative to {BASELINE.upper()}")
+        cols = (f"{'kernel':18} {'method':26} {'time':>11} {'Gop/s':>8} {'speedup':>8} "
+                f"{'bytes/token':>12} {'traffic':>8} {'bits/w':>6}  bound")
+        lines = [head, cols, "-" * len(cols)]
+        for r in sorted(self.rows, key=lambda r: r.seconds):
+            traffic = (f"{r.bytes_per_token / base.bytes_per_token:7.2f}x"
+                       if r.bytes_per_token and base.bytes_per_token else f"{'-':>8}")
+            moved = f"{r.bytes_per_token:12,.0f}" if r.bytes_per_token else f"{'-':>12}"
+            lines.append(f"{r.kernel:18} {r.method:26} {_fmt_time(r.seconds):>11} "
+                         f"{r.gops(self.N, self.M, self.K):8.1f} {base.seconds / r.seconds:7.2f}x "
+                         f"{moved} {traffic} {r.bits_per_weight:6.2f}  {r.bound}")
+        t, n = self.best_tsar, self.best_native
+        lines.append(f"best T-SAR {t.kernel}: {base.seconds / t.seconds:.2f}x TL2, "
+                     f"{n.seconds / t.seconds:.2f}x the best native kernel ({n.kernel})")
+        return "\n".join(lines)
+
+
+def _fmt_time(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} us"
+
+
+def platform_named(name: str) -> Platform:
+    return host() if name == "host" else load(name)
+
+
+def modelled(c: KernelCounts, platform: Platform, n: int, threads: int,
+             weight_footprint: float | None = None) -> tuple[float, str]:
+    """Seconds for ``n`` tokens and the bound, from one simulated token. ``weight_footprint``:
+    bytes of weights touched between two reads of this layer's weights (default: this layer's;
+    in decode, the whole model's, so that weights come from wherever the model fits)."""
+    streams = linear_streams(c.M, c.K, 1, weight_bits=8.0 * c.weight_bytes / (c.M * c.K),
+                             weight_footprint=weight_footprint)
+    p = predict(c.stats, c.code, c.code_address, platform, threads=threads, streams=streams)
+    return n * p.seconds, p.bound
+
+
+def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
+            tsar_kernels: Sequence[str] = KERNEL_NAMES, repeats: int = 20,
+            progress: Callable[[str], None] | None = None) -> Comparison:
+    """Compare every T-SAR kernel with the native baselines on one layer and platform."""
+    say = progress or (lambda _m: None)
+    plat = platform_named(platform)
+    rows: list[Row] = []
+    for kernel in tsar_kernels:
+        say(f"simulating {kernel} {M} x {K}")
+        c = simulated_counts(kernel, M, K)
+        seconds, bound = modelled(c, plat, N, threads)
+        rows.append(Row(kernel, "T-SAR", "simulated + modelled", seconds, c.bytes_moved,
+                        8.0 * c.weight_bytes / (M * K), bound))
+    sim_counts = {}
+    for kernel in NATIVE_SIM_KERNELS:
+        say(f"simulating native {kernel} {M} x {K}")
+        sim_counts[kernel] = simulated_counts(kernel, M, K)
+    if platform == "host":
+        from tsar.kernels import bench
+
+        bandwidth = bench.measure_bandwidths([threads])[threads]
+        for kernel in MEASURED_NATIVE:
+            say(f"measuring native {kernel} {N} x {M} x {K}")
+            res = bench.run_case(bench.Case(kernel, N, M, K, threads, "cache"), bandwidth, repeats)
+            c = sim_counts.get(kernel)
+            rows.append(Row(kernel, "native", "measured on this host", res.seconds,
+                            c.bytes_moved if c else None, 8.0 * res.weight_bytes / (M * K)))
+    else:
+        for kernel, c in sim_counts.items():
+            seconds, bound = modelled(c, plat, N, threads)
+            rows.append(Row(kernel, "native", "simulated + modelled", seconds, c.bytes_moved,
+                            8.0 * c.weight_bytes / (M * K), bound))
+    return Comparison(N, M, K, platform, threads, tuple(rows))

@@ -1,0 +1,256 @@
+"""Validation of the timing model against native code measured on this host.
+
+For each native AVX2 integer GEMV core of the simulator library (:mod:`tsar.kernels.simbuild`:
+TL2, TL1, I2_S, int2) and each shape, the *same shared object* is
+
+1. simulated once (one token, execution counts per address) and its time predicted with
+   :func:`tsar.timing.predict.predict` on the measured host platform (:func:`tsar.platforms.host`),
+2. run natively through ctypes: batches of calls, the median per batch, the smallest batch
+   median kept (the machine is shared: the least disturbed batch is the best estimate of the
+   undisturbed time).
+
+Two variants per shape: **cache** (the same weights every call: after the first call they live in
+the caches; the model places them by capacity) and **DRAM** (calls rotate through copies of the
+weights totalling more than twice the last-level cache). The model's data (activations, tables,
+outputs, stack) and, in the cache variant, the weights are placed by an LRU simulation of the
+traced call (:func:`tsar.timing.predict.cache_traffic`, warm caches); in the DRAM variant the
+weights' lines are evicted before the counted pass, so they come from DRAM.
+
+Nothing is fitted per kernel: the platform's clock and bandwidths are the host measurements.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .predict import Prediction, cache_traffic, predict
+
+if TYPE_CHECKING:
+    from tsar.platforms import Platform
+
+KERNELS = ("tl2", "tl1", "i2s", "int2")
+FULL_SHAPES = ((2560, 2560), (2560, 6912))
+"""(M, K): outputs x inputs, one token; 2560 x 6912 is BitNet-2B's down projection."""
+TINY_SHAPES = ((64, 384),)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One validated case: predicted vs measured seconds of one call."""
+
+    kernel: str
+    M: int
+    K: int
+    variant: str            # "cache" or "DRAM"
+    weight_bytes: int
+    predicted: float        # seconds
+    measured: float         # seconds
+    prediction: Prediction = field(repr=False)
+
+    @property
+    def error(self) -> float:
+        """Signed relative error (predicted - measured) / measured."""
+        return (self.predicted - self.measured) / self.measured
+
+
+@dataclass(frozen=True)
+class Validation:
+    cases: tuple[Case, ...]
+    platform: str
+    frequency_ghz: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def mape(self) -> float:
+        """Mean absolute percentage error over all cases (percent)."""
+        return 100.0 * sum(abs(c.error) for c in self.cases) / len(self.cases) if self.cases else math.nan
+
+    def mape_of(self, variant: str) -> float:
+        """MAPE (percent) over the cases of one variant ("cache" or "DRAM")."""
+        errs = [abs(c.error) for c in self.cases if c.variant == variant]
+        return 100.0 * sum(errs) / len(errs) if errs else math.nan
+
+    def table(self) -> str:
+        rows = [f"{'kernel':6} {'M x K':>12} {'weights':>8} {'data':>6} {'predicted us':>13} "
+                f"{'measured us':>12} {'error':>8}  bound"]
+        for c in self.cases:
+            rows.append(f"{c.kernel:6} {f'{c.M} x {c.K}':>12} {c.weight_bytes / 2**20:6.2f}MB "
+                        f"{c.variant:>6} {c.predicted * 1e6:13.1f} {c.measured * 1e6:12.1f} "
+                        f"{100 * c.error:+7.1f}%  {c.prediction.bound}")
+        parts = [f"{v} {self.mape_of(v):.1f} %" for v in ("cache", "DRAM")
+                 if any(c.variant == v for c in self.cases)]
+        rows.append(f"MAPE {self.mape:.1f} % over {len(self.cases)} cases ({', '.join(parts)}; "
+                    f"platform {self.platform}, {self.frequency_ghz:g} GHz)")
+        return "\n".join(rows)
+
+
+# --- kernel calls ----------------------------------------------------------------------------------
+@dataclass
+class _Kernel:
+    name: str
+    M: int
+    K: int
+    weights: np.ndarray      # packed bytes
+    sim_args: Callable[[np.ndarray], tuple]
+    native_args: Callable[[np.ndarray], tuple]
+    work_bytes: int
+    keep: list = field(default_factory=list)
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0) -> _Kernel:
+    from tsar.kernels.baselines import aligned_empty
+    from tsar.kernels.formats import i2s, int2_vnni, tl1, tl2
+
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-1, 2, (M, K), dtype=np.int8)
+    a = rng.integers(-127, 128, K, dtype=np.int8)
+    out = np.zeros(M, np.int32)
+    if name in ("tl2", "tl1"):
+        packed = (tl2 if name == "tl2" else tl1).pack(w)
+        size_fn = getattr(lib, f"tsar_sim_{name}_work_size")
+        size_fn.restype = ctypes.c_ulong
+        work_bytes = int(size_fn(M, K, packed.bm, packed.bk))
+        work = aligned_empty(work_bytes + 64)
+        bm, bk = packed.bm, packed.bk
+        return _Kernel(name, M, K, packed.data,
+                       lambda d: (d, M, K, bm, bk, a, np.zeros(work_bytes + 64, np.uint8), out),
+                       lambda d: (_ptr(d), M, K, bm, bk, _ptr(a), _ptr(work), _ptr(out)),
+                       work_bytes, [a, out, work])
+    packed = (i2s if name == "i2s" else int2_vnni).pack(w)
+    return _Kernel(name, M, K, packed.data, lambda d: (d, M, K, a, out),
+                   lambda d: (_ptr(d), M, K, _ptr(a), _ptr(out)), 0, [a, out])
+
+
+def _simulate(path: Path, kern: _Kernel):
+    from tsar.sim import Machine
+    from tsar.sim.elf import load_elf_image
+
+    image = load_elf_image(path.read_bytes(), path.name)
+    machine = Machine()
+    symbols = machine.load_elf(path)
+    fn = f"tsar_sim_{kern.name}_gemv"
+    base = symbols[fn] - image.symbols[fn]
+    weights_at = -(-machine.mem.data_top // 64) * 64  # the first array argument's guest address
+    rc = machine.call(fn, *kern.sim_args(kern.weights), returns="i32", memory_stats=True, trace=True)
+    if rc != 0:
+        raise RuntimeError(f"{fn} returned {rc} in the simulator")
+    assert machine.trace is not None
+    return machine.stats, machine.trace, image.relocated(base), base, weights_at
+
+
+def _measure(fn: Callable, args_for: Callable[[np.ndarray], tuple], copies: Sequence[np.ndarray],
+             calls: int, batches: int) -> float:
+    """Smallest batch median of single-call wall times (seconds), rotating through ``copies``."""
+    arg_sets = [args_for(c) for c in copies]
+    for args in arg_sets[: min(len(arg_sets), 4)]:
+        fn(*args)  # warm-up
+    medians = []
+    i = 0
+    for _ in range(batches):
+        times = []
+        for _ in range(calls):
+            args = arg_sets[i % len(arg_sets)]
+            i += 1
+            t0 = time.perf_counter_ns()
+            fn(*args)
+            times.append(time.perf_counter_ns() - t0)
+        medians.append(float(np.median(times)) * 1e-9)
+    return min(medians)
+
+
+def host_clock_ghz(window_cycles: float = 4e5, trials: int = 300) -> float | None:
+    """The core clock (GHz) from many short chains of dependent adds (about ``window_cycles``
+    each), the fastest kept: on a shared machine a short window is more likely to run
+    undisturbed. None when the native probe is unavailable."""
+    from tsar.platforms.detect import measure_frequency_ghz
+    from tsar.platforms.native import probes
+
+    lib = probes(True)
+    if lib is None:
+        return None
+    return measure_frequency_ghz(lib[1], iterations=max(1000, int(window_cycles / 8)), trials=trials)
+
+
+def with_clock(platform: Platform, ghz: float) -> Platform:
+    """``platform`` at clock ``ghz``: cache bandwidths (bytes/cycle) rescaled so that the measured
+    bytes/second are kept; DRAM bandwidths are in GB/s already."""
+    k = platform.core.frequency_ghz / ghz
+    caches = tuple(replace(c, bandwidth=c.bandwidth * k,
+                           shared_bandwidth=None if c.shared_bandwidth is None else c.shared_bandwidth * k)
+                   for c in platform.caches)
+    return replace(platform, core=replace(platform.core, frequency_ghz=ghz), caches=caches)
+
+
+def call_overhead(lib: ctypes.CDLL, calls: int = 2000) -> float:
+    """Seconds of one ctypes call of an entry point that returns at once (int2 with M = 1 fails
+    its shape check): the harness cost subtracted from every native measurement."""
+    a = np.zeros(64, np.uint8)
+    fn = lib.tsar_sim_int2_gemv
+    fn.restype = ctypes.c_int
+    return _measure(fn, lambda d: (_ptr(d), 1, 4, _ptr(a), _ptr(a)), [a], calls, 3)
+
+
+def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]] = FULL_SHAPES, *,
+             dram: bool = True, platform=None, calls: int = 60, batches: int = 5,
+             progress: Callable[[str], None] | None = None) -> Validation:
+    """Predict and measure every kernel x shape (x cache / DRAM); see the module docstring.
+
+    ``platform``: default :func:`tsar.platforms.host` (measured). ``calls`` x ``batches``: native
+    calls per case (DRAM cases rotate through the weight copies).
+    """
+    from tsar.kernels import simbuild
+
+    notes: list[str] = []
+    if platform is None:
+        from tsar.platforms import host
+
+        platform = host()
+        clock = host_clock_ghz()
+        if clock is not None and abs(clock / platform.core.frequency_ghz - 1) > 0.02:
+            notes.append(f"host clock re-measured with short windows: {clock:.3f} GHz (host() said "
+                         f"{platform.core.frequency_ghz:g}); cache bandwidths kept in bytes/s")
+            platform = with_clock(platform, clock)
+    path = simbuild.build_sim_library()
+    lib = ctypes.CDLL(str(path))
+    llc = max(c.size for c in platform.caches)
+    overhead = call_overhead(lib)
+    cases: list[Case] = []
+    for M, K in shapes:
+        for name in kernels:
+            kern = _make(lib, name, M, K)
+            fn = getattr(lib, f"tsar_sim_{name}_gemv")
+            fn.restype = ctypes.c_int
+            if progress:
+                progress(f"simulating {name} {M} x {K}")
+            stats, trace, code, base, w_at = _simulate(path, kern)
+            wbytes = int(kern.weights.nbytes)
+            variants: list[tuple[str, list[np.ndarray], list[tuple[int, int]]]] = [
+                ("cache", [kern.weights], [])]
+            if dram:
+                n = max(2, math.ceil(2 * llc / wbytes) + 1)
+                variants.append(("DRAM", [kern.weights.copy() for _ in range(n)], [(w_at, w_at + wbytes)]))
+            for variant, copies, cold in variants:
+                streams = cache_traffic(trace, platform, cold=cold)
+                pred = predict(stats, code, base, platform, streams=streams)
+                if progress:
+                    progress(f"measuring {name} {M} x {K} {variant}")
+                measured = _measure(fn, kern.native_args, copies, calls, batches) - overhead
+                cases.append(Case(name, M, K, variant, wbytes, pred.seconds, measured, pred))
+    return Validation(tuple(cases), platform.name, platform.core.frequency_ghz,
+                      (*notes, f"native times exclude the ctypes call overhead, {overhead * 1e6:.2f} us "
+                       "(same entry point, rejected shape: returns at once)",))
+
+
+__all__ = ["FULL_SHAPES", "KERNELS", "TINY_SHAPES", "Case", "Validation", "validate"]
