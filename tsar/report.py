@@ -51,23 +51,20 @@ def roofline_plot(comp: Comparison, bandwidth_gbs: float) -> plt.Figure:
     xs = [0.5, 64]
     ax.plot(xs, [bandwidth_gbs * x for x in xs], "k--", lw=1,
             label=f"DRAM roof ({bandwidth_gbs:.1f} GB/s measured)")
-    placed: dict[float, int] = {}
-    for r in sorted(comp.rows, key=lambda r: -r.gops(comp.N, comp.M, comp.K)):
+    rows = sorted(comp.rows, key=lambda r: -r.gops(comp.N, comp.M, comp.K))
+    cmap = plt.get_cmap("tab20")
+    for i, r in enumerate(rows):
         intensity = 2.0 / (r.bits_per_weight / 8)  # 2 ops per weight / bytes per weight
-        marker, color = ("o", "tab:red") if r.family == "T-SAR" else ("s", "tab:blue")
-        gops = r.gops(comp.N, comp.M, comp.K)
-        ax.scatter(intensity, gops, marker=marker, color=color, zorder=3)
-        slot = placed.get(intensity, 0)  # fan labels of points at the same intensity to the right
-        placed[intensity] = slot + 1
-        ax.annotate(r.kernel, (intensity, gops), fontsize=7, xytext=(6 + 62 * (slot % 2), 0),
-                    textcoords="offset points", va="center")
+        marker = "o" if r.family == "T-SAR" else "s"
+        ax.scatter(intensity, r.gops(comp.N, comp.M, comp.K), marker=marker, color=cmap(i % 20),
+                   zorder=3, s=40, label=f"{r.kernel} ({'modelled' if r.family == 'T-SAR' else r.method})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("operational intensity (ops per weight byte)")
     ax.set_ylabel("Gop/s")
-    ax.set_title(f"{comp.N}x{comp.M}x{comp.K} on {comp.platform}: T-SAR (red, modelled) and "
-                 "native (blue, measured)", fontsize=9)
-    ax.legend(fontsize=8)
+    ax.set_title(f"{comp.N}x{comp.M}x{comp.K} on {comp.platform}: T-SAR (circles) and native "
+                 "kernels (squares)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     ax.grid(True, which="both", alpha=0.3)
     return fig
 
@@ -132,7 +129,7 @@ def area_plot(rows: list) -> plt.Figure:
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     ax.set_xlabel("area (um^2; ours: sky130 cells, paper: TSMC 28 nm)")
     ax.set_title("SIMD slice area by block (Table II)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     return fig
 
 
