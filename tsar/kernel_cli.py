@@ -7,17 +7,7 @@ import numpy as np
 from tsar.errors import UserError
 from tsar.kernel_sim import KERNEL_NAMES, plan_for, simulate
 from tsar.kernels import quant
-
-
-def parse_shape(text: str) -> tuple[int, int, int]:
-    """``"NxMxK"`` -> ``(N, M, K)``: tokens, outputs, inputs."""
-    try:
-        n, m, k = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise UserError(f"--shape: expected N x M x K such as 1x2560x2560, got {text!r}") from None
-    if min(n, m, k) <= 0:
-        raise UserError(f"--shape: sizes must be positive, got {text!r}")
-    return n, m, k
+from tsar.shapes import parse_shape
 
 
 def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int = 0) -> int:

@@ -46,7 +46,8 @@ def executed_region(machine: Machine, stats: Stats) -> tuple[bytes, int]:
     return machine.mem.read(lo, hi - lo), lo
 
 
-def _pack(kernel: str, w: np.ndarray):
+def pack_native(kernel: str, w: np.ndarray):
+    """``w`` (int8 ``M x K`` ternary) in ``kernel``'s weight format (``.data`` holds the bytes)."""
     if kernel in ("tl2", "tl1"):
         return (tl2 if kernel == "tl2" else tl1).pack(w)
     return (i2s if kernel == "i2s" else int2_vnni).pack(w)
@@ -54,7 +55,7 @@ def _pack(kernel: str, w: np.ndarray):
 
 def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
     """Bytes of an ``M x K`` layer in ``kernel``'s weight format (padding and headers included)."""
-    return int(_pack(kernel, np.zeros((M, K), np.int8)).data.nbytes)
+    return int(pack_native(kernel, np.zeros((M, K), np.int8)).data.nbytes)
 
 
 def simulate_native(kernel: str, M: int, K: int, *, seed: int = 0) -> NativeSimRun:
@@ -68,7 +69,7 @@ def simulate_native(kernel: str, M: int, K: int, *, seed: int = 0) -> NativeSimR
     machine = Machine()
     symbols = machine.load_elf(_library())
     try:
-        packed = _pack(kernel, w)
+        packed = pack_native(kernel, w)
         if kernel in ("tl2", "tl1"):
             work = machine.call(symbols[f"tsar_sim_{kernel}_work_size"], M, K, packed.bm, packed.bk,
                                 returns="u64")

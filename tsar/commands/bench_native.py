@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tsar.errors import UserError
+from tsar.shapes import parse_shape
 
 NAME = "bench-native"
 HELP = "benchmark the native ternary baseline kernels (TL2, TL1, I2_S, dense int8, int2, 5-trit)"
@@ -47,12 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise UserError(f"--repeats: expected >= 1, got {args.repeats}")
     if args.shapes:
-        try:
-            shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",")]
-        except ValueError:
-            raise UserError(f"--shapes: expected NxMxK,..., got {args.shapes!r}") from None
-        if any(len(s) != 3 or min(s) < 1 for s in shapes):
-            raise UserError(f"--shapes: expected NxMxK with positive sizes, got {args.shapes!r}")
+        shapes = [parse_shape(s, "--shapes") for s in args.shapes.split(",")]
         cases = [bench.Case(k, n, m, kk, t, w) for k in kernels for t in threads
                  for (n, m, kk) in shapes for w in where]
     else:

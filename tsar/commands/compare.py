@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tsar.kernel_cli import parse_shape
+    from tsar.shapes import parse_shape
 
     def progress(msg: str) -> None:
         print(f"  .. {msg}", file=sys.stderr, flush=True)

@@ -43,10 +43,10 @@ def _indent(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from tsar.compare import compare
     from tsar.isa import configs
-    from tsar.kernel_cli import parse_shape
     from tsar.kernel_sim import plan_for, program_for, simulate
     from tsar.kernels import quant
     from tsar.rtl.bench import measured_cycles
+    from tsar.shapes import parse_shape
 
     n, m, k = parse_shape(args.shape)
     step = _Progress(5)

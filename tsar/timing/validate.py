@@ -111,14 +111,14 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
 
 def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0) -> _Kernel:
     from tsar.kernels.baselines import aligned_empty
-    from tsar.kernels.formats import i2s, int2_vnni, tl1, tl2
+    from tsar.native_sim import pack_native
 
     rng = np.random.default_rng(seed)
     w = rng.integers(-1, 2, (M, K), dtype=np.int8)
     a = rng.integers(-127, 128, K, dtype=np.int8)
     out = np.zeros(M, np.int32)
+    packed = pack_native(name, w)
     if name in ("tl2", "tl1"):
-        packed = (tl2 if name == "tl2" else tl1).pack(w)
         size_fn = getattr(lib, f"tsar_sim_{name}_work_size")
         size_fn.restype = ctypes.c_ulong
         work_bytes = int(size_fn(M, K, packed.bm, packed.bk))
@@ -128,7 +128,6 @@ def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0) -> _Kernel
                        lambda d: (d, M, K, bm, bk, a, np.zeros(work_bytes + 64, np.uint8), out),
                        lambda d: (_ptr(d), M, K, bm, bk, _ptr(a), _ptr(work), _ptr(out)),
                        work_bytes, [a, out, work])
-    packed = (i2s if name == "i2s" else int2_vnni).pack(w)
     return _Kernel(name, M, K, packed.data, lambda d: (d, M, K, a, out),
                    lambda d: (_ptr(d), M, K, _ptr(a), _ptr(out)), 0, [a, out])
 
