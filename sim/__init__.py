@@ -5,7 +5,7 @@ and the T-SAR map) is intercepted and executed by a Python vector layer on a num
 T-SAR instructions through the ISA's golden semantics. See :class:`Machine`.
 """
 
-from .compile import compile_c, kernel_c_dir
+from .compile import compile_c
 from .errors import SimulationError
 from .machine import Machine
 from .memory import GuestMemory
@@ -15,5 +15,5 @@ from .vecops import supported_mnemonics
 
 __all__ = [
     "GuestMemory", "Machine", "MemoryTrace", "NativeError", "SimulationError", "Stats", "compile_c",
-    "kernel_c_dir", "run_native", "simulate_records", "supported_mnemonics",
+    "run_native", "simulate_records", "supported_mnemonics",
 ]

@@ -1,59 +1,32 @@
-"""Build freestanding C kernels into shared objects with gcc, cached by content."""
+"""Build freestanding C kernels into shared objects with gcc (the project's one build cache,
+:func:`tsar.isa.toolchain.build_shared`) for the simulator to load."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from tsar.errors import UserError
+from tsar.isa.cheader import header_dir
+from tsar.isa.toolchain import CompileError, build_shared
 
 DEFAULT_FLAGS = ("-O2", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector",
                  "-fno-builtin", "-fcf-protection=none")
 
-
-class CompileError(UserError):
-    """gcc failed or is missing."""
-
-
-def kernel_c_dir() -> Path:
-    """``kernels/c``: the shipped C kernels and the ``tsar.h`` T-SAR header."""
-    import tsar.kernels
-
-    return Path(tsar.kernels.__file__).resolve().parent / "c"
-
-
-def cache_dir() -> Path:
-    """``$TSAR_CACHE_DIR`` or ``~/.cache/tsar``, subdirectory ``sim-so``."""
-    root = Path(os.environ.get("TSAR_CACHE_DIR", Path.home() / ".cache" / "tsar"))
-    path = root / "sim-so"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+__all__ = ["DEFAULT_FLAGS", "CompileError", "compile_c"]
 
 
 def compile_c(source: str | Path, flags: Sequence[str] = (), *, opt: str | None = None,
-              compiler: str = "gcc") -> Path:
+              compiler: str = "gcc", include_dirs: Sequence[str | Path] = ()) -> Path:
     """Compile ``source`` to a ``.so`` with ``DEFAULT_FLAGS`` (+ ``flags``; ``opt`` replaces
-    ``-O2``); ``kernels/c`` is on the include path. Returns the cached object's path."""
+    ``-O2``). The source's directory, ``include_dirs`` and the ISA's generated ``tsar.h``
+    (:func:`tsar.isa.cheader.header_dir`) are on the include path, and every header there is part
+    of the cache key. Returns the cached object's path."""
     source = Path(source)
-    cc = shutil.which(compiler)
-    if cc is None:
-        raise CompileError(f"{compiler} not found on PATH")
+    if not source.is_file():
+        raise FileNotFoundError(f"no C source {source}")
     args = [f for f in DEFAULT_FLAGS if not (opt and f.startswith("-O"))]
-    args = ([opt] if opt else []) + args + list(flags) + [f"-I{kernel_c_dir()}"]
-    digest = hashlib.sha256()
-    digest.update(source.read_bytes())
-    for header in sorted(kernel_c_dir().glob("*.h")):
-        digest.update(header.read_bytes())
-    digest.update(" ".join([cc, *args]).encode())
-    out = cache_dir() / f"{source.stem}-{digest.hexdigest()[:16]}.so"
-    if not out.exists():
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        proc = subprocess.run([cc, *args, "-o", str(tmp), str(source)], capture_output=True, text=True)
-        if proc.returncode:
-            raise CompileError(f"{compiler} failed on {source}:\n{proc.stderr.strip()}")
-        tmp.replace(out)
-    return out
+    args = ([opt] if opt else []) + args + list(flags)
+    dirs = [source.resolve().parent, *(Path(d) for d in include_dirs), header_dir()]
+    headers = [h for d in dirs for h in sorted(d.glob("*.h"))]
+    return build_shared([source], args, name=source.stem, include_dirs=dirs, headers=headers,
+                        compiler=compiler, out_dir=None)

@@ -3,7 +3,7 @@
 For one layer shape (N tokens x M outputs x K inputs) and one platform:
 
 * T-SAR kernels: simulated (counts of one token, :mod:`tsar.counts`), timed by the timing model
-  (:func:`tsar.timing.predict.predict`) on the platform, times N (tokens run one after another and
+  (:func:`tsar.sim.timing.predict.predict`) on the platform, times N (tokens run one after another and
   re-stream their weights, as the kernels do);
 * native baselines: on ``host`` *measured* natively (quantization and dequantization included, as
   for T-SAR); on the other platforms *modelled* from the simulated counts of the same C code's
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from tsar.counts import KernelCounts, simulated_counts
 from tsar.kernel_sim import KERNEL_NAMES
 from tsar.native_sim import NATIVE_SIM_KERNELS
-from tsar.platforms import Platform, host, load
-from tsar.timing.memory import linear_streams
-from tsar.timing.predict import predict
+from tsar.sim.platforms import Platform, host, load
+from tsar.sim.timing.memory import linear_streams
+from tsar.sim.timing.predict import predict
 
 BASELINE = "tl2"
 MEASURED_NATIVE = ("tl2", "tl1", "i2s", "int2", "dense")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tsar.kernels.simbuild import build_sim_library, cache_dir
+from tsar.isa.toolchain import cache_dir
+from tsar.kernels.simbuild import build_sim_library
 from tsar.sim import Stats
 
 TSAR_PREFIX = "tsar-"
@@ -97,7 +98,7 @@ def affine_stats(one: Stats, two: Stats, t: int) -> Stats:
 
 def simulated_counts(kernel: str, M: int, K: int, *, use_cache: bool = True) -> KernelCounts:
     """Counts of one token of ``kernel`` on an ``M x K`` layer (simulated, or from the cache)."""
-    path = cache_dir() / "counts" / f"{kernel}-{M}x{K}-{_code_digest(kernel, M, K)}.pkl"
+    path = cache_dir("counts") / f"{kernel}-{M}x{K}-{_code_digest(kernel, M, K)}.pkl"
     if use_cache and path.exists():
         try:
             with path.open("rb") as f:

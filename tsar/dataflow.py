@@ -2,7 +2,7 @@
 
 For a layer shape every candidate T-SAR kernel is simulated once for one token (the kernels' control
 flow does not depend on the data, and tokens run one after another, so counts scale exactly with
-N). The estimate per token is :func:`tsar.timing.predict.predict` on a platform with the chosen
+N). The estimate per token is :func:`tsar.sim.timing.predict.predict` on a platform with the chosen
 microarchitecture: the loops of the executed code, each bounded by port pressure, front end, taken
 branches and loop-carried dependency chains (e.g. TGEMV accumulator chains), plus straight-line
 code, combined with the L1D transfer time of all accessed bytes (the layer's data are taken to be
@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tsar.kernel_sim import KERNEL_NAMES, plan_for, program_for, simulate
-from tsar.platforms import Platform
 from tsar.sim import Stats
-from tsar.timing.adapters import profile_from_counts
-from tsar.timing.core import core_bound
-from tsar.timing.predict import predict
-from tsar.uarch import load as load_uarch
+from tsar.sim.platforms import Platform
+from tsar.sim.timing.adapters import profile_from_counts
+from tsar.sim.timing.core import core_bound
+from tsar.sim.timing.predict import predict
+from tsar.sim.uarch import load as load_uarch
 
 L1_BYTES_PER_CYCLE = 64.0
 """Sustained L1 bytes per cycle assumed for the traffic bound (two 32-byte loads per cycle)."""
@@ -87,7 +87,7 @@ class Selection:
 def platform_for(uarch_name: str) -> Platform:
     """A shipped platform whose core uses ``uarch_name`` (Zen 4: laptop; Gracemont: mobile), else
     the laptop platform with its core data set replaced (caches and clock kept)."""
-    from tsar.platforms import load
+    from tsar.sim.platforms import load
 
     for name in ("laptop", "mobile", "workstation"):
         plat = load(name)

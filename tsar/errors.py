@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tsar.isa.errors import UserError
 
-class UserError(Exception):
-    """A problem with what the user asked for (bad file, bad option, bad shape)."""
+__all__ = ["UserError", "user_errors"]
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -12,7 +12,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from tsar.isa.assembler import AssemblyError
     from tsar.isa.codec import EncodingError, InvalidInstruction
     from tsar.isa.syntax import SyntaxProblem
-    from tsar.platforms.schema import PlatformError
+    from tsar.sim.platforms.schema import PlatformError
 
     return (UserError, AssemblyError, EncodingError, InvalidInstruction, SyntaxProblem, PlatformError,
             FileNotFoundError, IsADirectoryError, PermissionError)

@@ -9,8 +9,9 @@ from hypothesis import strategies as hs
 
 from tsar.isa import C2S4, codec, encode, make, pack_tile
 from tsar.isa.operands import Memory, Register
+from tsar.kernels import kernel_c_dir
 from tsar.paths import kernel_source
-from tsar.sim import Machine, SimulationError, compile_c, kernel_c_dir
+from tsar.sim import Machine, SimulationError, compile_c
 from tsar.sim.elf import load_elf_image
 
 

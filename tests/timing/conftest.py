@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tsar.timing import InstructionForm
+from tsar.sim.timing import InstructionForm
 
 
 def vec(mnemonic: str, dst: int, *srcs: int | str, width: str = "ymm") -> InstructionForm:

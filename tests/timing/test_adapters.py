@@ -5,9 +5,9 @@ from __future__ import annotations
 import iced_x86
 import pytest
 
-import tsar.uarch as uarch
+import tsar.sim.uarch as uarch
 from tsar.isa import assemble
-from tsar.timing import core_bound, decode_forms, form_from_iced, profile_from_forms, profile_from_iced
+from tsar.sim.timing import core_bound, decode_forms, form_from_iced, profile_from_forms, profile_from_iced
 
 # vpshufb ymm2,ymm0,[rsi+rdx+20h]; vpaddw ymm3,ymm3,ymm2; add rsi,20h; dec rcx; jne back
 CODE = bytes.fromhex("c4e27d00541620" "c5e5fdda" "4883c620" "48ffc9" "75ec")

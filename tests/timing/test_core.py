@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import tsar.uarch as uarch
-from tsar.timing import InstructionForm, LoopProfile, core_bound, port_bound
+import tsar.sim.uarch as uarch
+from tsar.sim.timing import InstructionForm, LoopProfile, core_bound, port_bound
 
 from .conftest import LOOP_TAIL, vec
 

@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-import tsar.platforms as platforms
-from tsar.timing.memory import DataStream, kernel_time, linear_streams, memory_time, place, thread_scaling
+import tsar.sim.platforms as platforms
+from tsar.sim.timing.memory import DataStream, kernel_time, linear_streams, memory_time, place, thread_scaling
 
 LAPTOP = platforms.load("laptop")
 

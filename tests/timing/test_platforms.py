@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import tsar.platforms as platforms
-from tsar.platforms import PlatformError
+import tsar.sim.platforms as platforms
+from tsar.sim.platforms import PlatformError
 
 
 @pytest.mark.parametrize("name", platforms.SHIPPED)
@@ -44,7 +44,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 def _shipped_text(name: str = "laptop") -> str:
     from importlib import resources
 
-    return resources.files("tsar.platforms").joinpath(f"{name}.toml").read_text()
+    return resources.files("tsar.sim.platforms").joinpath(f"{name}.toml").read_text()
 
 
 def test_load_by_path_round_trip(tmp_path: Path) -> None:
@@ -78,7 +78,7 @@ def test_bad_toml_and_unknown_name(tmp_path: Path) -> None:
 
 
 def test_uarch_for_cpu_mapping() -> None:
-    from tsar.platforms.detect import uarch_for_cpu
+    from tsar.sim.platforms.detect import uarch_for_cpu
 
     assert uarch_for_cpu("GenuineIntel", 6, 207)[0] == "alderlakep"
     assert uarch_for_cpu("GenuineIntel", 6, 143)[0] == "alderlakep"

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tsar.isa.assembler import assemble
-from tsar.platforms import load
 from tsar.sim import Machine, MemoryTrace
-from tsar.timing.predict import cache_traffic, find_loops, predict
+from tsar.sim.platforms import load
+from tsar.sim.timing.predict import cache_traffic, find_loops, predict
 
 NESTED = """
 f:
@@ -143,12 +143,13 @@ def test_cache_traffic_levels():
 
 def test_tsar_kernel_prediction_and_rtl_check():
     from tsar.kernel_sim import plan_for, program_for, simulate
+    from tsar.rtl.bench import measured_cycles
 
     plan = plan_for("tsar-c2s4-op", 32, 64)
     rng = np.random.default_rng(1)
     run = simulate(plan, rng.standard_normal((1, 64)).astype(np.float32),
                    rng.integers(-1, 2, (32, 64)).astype(np.int8), 1.0)
-    p = predict(run.stats, program_for(plan).code, run.code_address, "laptop", check_rtl=True)
+    p = predict(run.stats, program_for(plan).code, run.code_address, "laptop", check_rtl=measured_cycles)
     assert p.cycles > 0 and any("RTL" in n for n in p.notes)
 
 
@@ -159,7 +160,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nm")
 @pytest.mark.native
 @needs_gcc
 def test_validation_tiny_shape_table():
-    from tsar.timing.validate import TINY_SHAPES, validate
+    from tsar.validate import TINY_SHAPES, validate
 
     v = validate(shapes=TINY_SHAPES, dram=False, calls=20, batches=2)
     assert len(v.cases) == 4
@@ -174,7 +175,7 @@ def test_validation_tiny_shape_table():
 def test_validation_full_table():
     """The full validation runs and reports every case. Its accuracy (MAPE) is a benchmark figure
     (`tsar validate-model`, docs/timing.md), not asserted here: timings on a shared machine vary."""
-    from tsar.timing.validate import validate
+    from tsar.validate import validate
 
     v = validate(calls=20, batches=3)
     assert len(v.cases) == 16

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import tsar.uarch as uarch
+import tsar.sim.uarch as uarch
 from tsar.isa.config import C2S4, C4S4
 
 # (uarch, mnemonic, kinds, latency, recip_throughput, uops, ports) from the uops.info CSVs.

@@ -37,8 +37,9 @@ def _measure(machine, fn: str | int, args: tuple, repeat: int, check) -> tuple[i
 
 def run(args: argparse.Namespace) -> int:
     from tsar.isa import C2S4, pack_tile
+    from tsar.kernels import kernel_c_dir
     from tsar.paths import kernel_source
-    from tsar.sim import Machine, compile_c, kernel_c_dir
+    from tsar.sim import Machine, compile_c
     from tsar.sim.errors import SimulationError
 
     rng = np.random.default_rng(0)

@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tsar.timing.validate import FULL_SHAPES, KERNELS, TINY_SHAPES, validate
+    from tsar.validate import FULL_SHAPES, KERNELS, TINY_SHAPES, validate
 
     shapes = TINY_SHAPES if args.tiny else tuple(args.shape or FULL_SHAPES)
     kernels = tuple(args.kernel or KERNELS)

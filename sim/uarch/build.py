@@ -1,6 +1,6 @@
 """Build the compact per-instruction tables in ``data/`` from the uops.info-derived CSVs.
 
-Usage: ``python -m tsar.uarch.build SOURCE_DIR [--out DIR]`` where SOURCE_DIR holds
+Usage: ``python -m tsar.sim.uarch.build SOURCE_DIR [--out DIR]`` where SOURCE_DIR holds
 ``zen4.csv``, ``alderlakep.csv``, ... (columns instruction, family, latency, throughput, uops,
 ports; uops.info measurements collected by the AssemblyStats project, Apache-2.0).
 
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         write_table(rows, args.out / f"{uarch}.csv")
         counts[uarch] = len(rows)
     meta = {**SOURCE, "built_from": [f"{u}.csv" for u in UARCHES], "rows": counts,
-            "builder": "tsar.uarch.build", "columns": list(COLUMNS)}
+            "builder": "tsar.sim.uarch.build", "columns": list(COLUMNS)}
     (args.out / "sources.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(counts))
 

@@ -1,20 +1,18 @@
 """Tiny native probes (compiled at run time with gcc, loaded through cffi): a streaming-read
 kernel for bandwidth and a dependent-add chain for the core clock.
 
-The shared object is built once into ``$XDG_CACHE_HOME/tsar/native`` (default ``~/.cache``),
+The shared object is built once into the project's build cache (:mod:`tsar.isa.toolchain`),
 named by a hash of the source and flags. Returns None when no compiler is available.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from tsar.isa.toolchain import CompileError, build_shared
 
 SOURCE = r"""
 #include <stddef.h>
@@ -70,35 +68,21 @@ uint64_t tsar_chain(uint64_t n) {
 CDEF = "uint64_t tsar_read(const void *buf, size_t bytes, long reps); uint64_t tsar_chain(uint64_t n);"
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tsar" / "native"
-
-
 @cache
 def probes(avx2: bool = True) -> Any | None:
     """The loaded probe library (cffi ``lib``), or None without gcc/cffi."""
-    cc = shutil.which("gcc") or shutil.which("cc")
     try:
         import cffi
     except ImportError:
         return None
-    if cc is None:
-        return None
     flags = ["-O2", "-shared", "-fPIC"] + (["-mavx2"] if avx2 else [])
-    key = hashlib.sha256((SOURCE + " ".join(flags)).encode()).hexdigest()[:16]
-    out = cache_dir() / f"probes-{key}.so"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            src = Path(tmp) / "probes.c"
-            src.write_text(SOURCE)
-            tmp_so = Path(tmp) / "probes.so"
-            res = subprocess.run([cc, *flags, str(src), "-o", str(tmp_so)],
-                                 capture_output=True, text=True, check=False)
-            if res.returncode:
-                return None
-            shutil.move(str(tmp_so), str(out))  # atomic enough: same name means same content
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probes.c"
+        src.write_text(SOURCE)
+        try:
+            out = build_shared([src], flags, name="probes")
+        except CompileError:
+            return None
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
     lib = ffi.dlopen(str(out))

@@ -3,7 +3,7 @@
 Method (steady state, per loop iteration; all results in core cycles):
 
 * **ports**: each instruction's port usage (``InstrTiming.ports``) times its per-iteration weight;
-  uops are distributed optimally over their allowed ports (:mod:`tsar.timing.ports`); the bound is
+  uops are distributed optimally over their allowed ports (:mod:`tsar.sim.timing.ports`); the bound is
   the busiest port's load.
 * **front end**: fused-domain uops / issue (rename) width. A conditional branch directly after a
   flag-setting ``cmp/test/add/sub/and/inc/dec`` on registers is macro-fused: the pair counts one
@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tsar.uarch import InstrTiming, Uarch, UarchDataMissing, timing_of
+from tsar.sim.uarch import InstrTiming, Uarch, UarchDataMissing, timing_of
 
 from .ports import port_bound
 from .profile import InstructionForm, LoopProfile

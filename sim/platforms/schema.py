@@ -26,7 +26,7 @@ class Core:
     cores: int
     threads_per_core: int
     frequency_ghz: float
-    uarch: str                   # name of the tsar.uarch data set used for this core
+    uarch: str                   # name of the tsar.sim.uarch data set used for this core
     uarch_proxy: bool            # True when the data set is a stand-in for another core
     uarch_note: str
     vector_bits: int             # native SIMD datapath width
@@ -84,8 +84,8 @@ class Platform:
                 return level
         raise KeyError(f"platform {self.name}: no cache level {name!r}")
 
-    def uarch(self):  # -> tsar.uarch.Uarch
-        from tsar.uarch import load
+    def uarch(self):  # -> tsar.sim.uarch.Uarch
+        from tsar.sim.uarch import load
 
         return load(self.core.uarch)
 
@@ -148,7 +148,7 @@ def platform_from_dict(raw: dict[str, Any], path: str = "<dict>") -> Platform:
     """Validate a parsed platform table; errors name ``path`` and the bad key."""
     _check(path, raw, _TOP, _TOP_REQUIRED)
     core_t = _check(f"{path}: core", raw["core"], _CORE, _CORE_REQUIRED)
-    from tsar.uarch import UARCH_NAMES
+    from tsar.sim.uarch import UARCH_NAMES
 
     if core_t["uarch"] not in UARCH_NAMES:
         raise PlatformError(f"{path}: core.uarch: unknown data set {core_t['uarch']!r} "

@@ -88,7 +88,7 @@ class LoopProfile:
     ``per_iteration`` weights are ``count / iterations``; instructions of the steady-state body
     have weight 1. Instructions with weight < 1 (conditional paths, loop prologue code that the
     simulator attributed to the loop) add port pressure in proportion and are left out of the
-    dependency analysis when below one half (see :mod:`tsar.timing.core`).
+    dependency analysis when below one half (see :mod:`tsar.sim.timing.core`).
     """
 
     entries: tuple[LoopEntry, ...]

@@ -1,7 +1,7 @@
 """Timing model groundwork: loop profiles, core bound, memory (ECM/roofline) bound.
 
 * :class:`InstructionForm`, :class:`LoopProfile` - input data (from the simulator, iced-x86 or
-  T-SAR instructions via :mod:`tsar.timing.adapters`).
+  T-SAR instructions via :mod:`tsar.sim.timing.adapters`).
 * :func:`core_bound` - cycles per iteration from ports, front end and loop-carried chains.
 * :class:`DataStream`, :func:`memory_time`, :func:`kernel_time`, :func:`thread_scaling` - data
   transfer time through the cache hierarchy and its combination with the core bound.

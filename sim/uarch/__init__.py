@@ -1,6 +1,6 @@
 """Microarchitecture data: per-instruction latency/throughput/port tables and their lookup.
 
-``tsar.uarch.load(name)`` returns a :class:`Uarch` for ``zen4``, ``alderlakep`` (Golden Cove),
+``tsar.sim.uarch.load(name)`` returns a :class:`Uarch` for ``zen4``, ``alderlakep`` (Golden Cove),
 ``alderlake`` (Gracemont), ``icelake`` or ``skylake``; ``Uarch.lookup(mnemonic, operand_kinds)``
 returns an :class:`InstrTiming`. T-SAR instructions are timed by :func:`timing_of` /
 :func:`tsar_timing` from the ISA definition. Data provenance: ``data/README.md``.

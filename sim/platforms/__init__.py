@@ -1,7 +1,7 @@
 """Platforms: the paper's Table I machines as editable TOML files, plus the measured host.
 
-``tsar.platforms.load("workstation")`` (or a path to a ``.toml`` file) returns a
-:class:`Platform`; ``tsar.platforms.host()`` detects and measures this machine (cached for the
+``tsar.sim.platforms.load("workstation")`` (or a path to a ``.toml`` file) returns a
+:class:`Platform`; ``tsar.sim.platforms.host()`` detects and measures this machine (cached for the
 session). ``names()`` lists the shipped platforms.
 """
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tsar.platforms import Platform
+from tsar.sim.platforms import Platform
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Per-instruction timing tables and their lookup (``tsar.uarch.load(name).lookup(...)``)."""
+"""Per-instruction timing tables and their lookup (``tsar.sim.uarch.load(name).lookup(...)``)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ For each native AVX2 integer GEMV core of the simulator library (:mod:`tsar.kern
 TL2, TL1, I2_S, int2) and each shape, the *same shared object* is
 
 1. simulated once (one token, execution counts per address) and its time predicted with
-   :func:`tsar.timing.predict.predict` on the measured host platform (:func:`tsar.platforms.host`),
+   :func:`tsar.sim.timing.predict.predict` on the measured host platform (:func:`tsar.sim.platforms.host`),
 2. run natively through ctypes: batches of calls, the median per batch, the smallest batch
    median kept (the machine is shared: the least disturbed batch is the best estimate of the
    undisturbed time).
@@ -13,7 +13,7 @@ Two variants per shape: **cache** (the same weights every call: after the first 
 the caches; the model places them by capacity) and **DRAM** (calls rotate through copies of the
 weights totalling more than twice the last-level cache). The model's data (activations, tables,
 outputs, stack) and, in the cache variant, the weights are placed by an LRU simulation of the
-traced call (:func:`tsar.timing.predict.cache_traffic`, warm caches); in the DRAM variant the
+traced call (:func:`tsar.sim.timing.predict.cache_traffic`, warm caches); in the DRAM variant the
 weights' lines are evicted before the counted pass, so they come from DRAM.
 
 Nothing is fitted per kernel: the platform's clock and bandwidths are the host measurements.
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .predict import Prediction, cache_traffic, predict
+from tsar.sim.timing.predict import Prediction, cache_traffic, predict
 
 if TYPE_CHECKING:
-    from tsar.platforms import Platform
+    from tsar.sim.platforms import Platform
 
 KERNELS = ("tl2", "tl1", "i2s", "int2")
 FULL_SHAPES = ((2560, 2560), (2560, 6912))
@@ -173,8 +173,8 @@ def host_clock_ghz(window_cycles: float = 4e5, trials: int = 300) -> float | Non
     """The core clock (GHz) from many short chains of dependent adds (about ``window_cycles``
     each), the fastest kept: on a shared machine a short window is more likely to run
     undisturbed. None when the native probe is unavailable."""
-    from tsar.platforms.detect import measure_frequency_ghz
-    from tsar.platforms.native import probes
+    from tsar.sim.platforms.detect import measure_frequency_ghz
+    from tsar.sim.platforms.native import probes
 
     lib = probes(True)
     if lib is None:
@@ -206,14 +206,14 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
              progress: Callable[[str], None] | None = None) -> Validation:
     """Predict and measure every kernel x shape (x cache / DRAM); see the module docstring.
 
-    ``platform``: default :func:`tsar.platforms.host` (measured). ``calls`` x ``batches``: native
+    ``platform``: default :func:`tsar.sim.platforms.host` (measured). ``calls`` x ``batches``: native
     calls per case (DRAM cases rotate through the weight copies).
     """
     from tsar.kernels import simbuild
 
     notes: list[str] = []
     if platform is None:
-        from tsar.platforms import host
+        from tsar.sim.platforms import host
 
         platform = host()
         clock = host_clock_ghz()

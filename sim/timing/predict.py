@@ -1,7 +1,7 @@
 """Kernel time from one simulated call: loops, per-loop core bounds, memory transfers.
 
 :func:`predict` turns the simulator's per-address execution counts (``Stats.per_address``) of one
-call into a time on a :class:`~tsar.platforms.Platform`:
+call into a time on a :class:`~tsar.sim.platforms.Platform`:
 
 1. **Loops** (:func:`find_loops`). Every executed instruction inside ``code`` is decoded (x86 or
    T-SAR). A taken-backwards direct branch (conditional or unconditional jump whose target lies
@@ -13,26 +13,26 @@ call into a time on a :class:`~tsar.platforms.Platform`:
    of its last back-edge branch)``: the first instruction runs once per iteration in a
    top-entered loop, the bottom branch once per iteration in a loop entered at its test.
 2. **Core cycles**. Each loop's own instructions (inner loops excluded) become a
-   :class:`~tsar.timing.profile.LoopProfile` with per-iteration weights ``count / iterations``;
-   :func:`~tsar.timing.core.core_bound` gives cycles per iteration (ports, front end, taken
+   :class:`~tsar.sim.timing.profile.LoopProfile` with per-iteration weights ``count / iterations``;
+   :func:`~tsar.sim.timing.core.core_bound` gives cycles per iteration (ports, front end, taken
    branch, loop-carried chains) and the loop costs ``cycles x iterations``. Straight-line code
    (prologues, epilogues, code of callees outside any loop range) is throughput-bound:
    ``max(ports, front end)`` of all its executions. Core cycles = sum over loops + straight line
    (no overlap between a loop and the code around it: conservative for short inner loops).
 3. **Memory**. ``streams`` if given; else derived from ``trace`` (:func:`cache_traffic`);
    else all accessed bytes are taken to be L1-resident (one pinned stream; a note says so).
-   :func:`~tsar.timing.memory.kernel_time` combines: ``T = max(T_core / threads, transfers)``
+   :func:`~tsar.sim.timing.memory.kernel_time` combines: ``T = max(T_core / threads, transfers)``
    (ECM on the platform's default overlap mode).
 
-T-SAR instructions take their uop counts from the ISA (:mod:`tsar.uarch.tsar_ops`); the RTL's
-measured issue cycles equal them (``tests/rtl/test_sim.py`` asserts it) and ``check_rtl=True``
+T-SAR instructions take their uop counts from the ISA (:mod:`tsar.sim.uarch.tsar_ops`); the RTL's
+measured issue cycles equal them (``tests/rtl/test_sim.py`` asserts it) and ``check_rtl=measured_cycles``
 re-checks it for the configurations the code uses before predicting.
 Units: cycles are core clock cycles at ``platform.core.frequency_ghz``; seconds are wall time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -42,8 +42,9 @@ from .memory import DataStream, MemoryTime, kernel_time
 from .profile import InstructionForm, LoopProfile
 
 if TYPE_CHECKING:
-    from tsar.platforms import Platform
+    from tsar.isa.config import TsarConfig
     from tsar.sim import MemoryTrace, Stats
+    from tsar.sim.platforms import Platform
 
 @dataclass
 class Loop:
@@ -290,11 +291,12 @@ def _default_streams(stats: Stats) -> list[DataStream]:
 
 
 # --- RTL check -------------------------------------------------------------------------------------
-def check_tsar_uops_against_rtl(mnemonics: Sequence[str]) -> dict[str, int]:
-    """RTL-measured issue cycles of the T-SAR ``mnemonics`` (``tsar.rtl.bench.measured_cycles``);
-    raises ValueError where they differ from the ISA uop counts the timing tables use."""
-    from tsar.rtl.bench import measured_cycles
-    from tsar.uarch.tsar_ops import tsar_config_for
+def check_tsar_uops(mnemonics: Sequence[str],
+                   measured_cycles: Callable[[TsarConfig], Mapping[str, int]]) -> dict[str, int]:
+    """Issue cycles of the T-SAR ``mnemonics`` as ``measured_cycles(config)`` reports them (the RTL's
+    ``tsar.rtl.bench.measured_cycles``, handed in by the caller: the simulator does not import the
+    RTL); raises ValueError where they differ from the ISA uop counts the timing tables use."""
+    from tsar.sim.uarch.tsar_ops import tsar_config_for
 
     out: dict[str, int] = {}
     done: set[str] = set()
@@ -320,19 +322,20 @@ def _profile(decoded_forms: list[tuple[InstructionForm, float]], iterations: flo
 def predict(stats: Stats, code: bytes, code_address: int, platform: Platform | str, *,
             threads: int = 1, streams: Sequence[DataStream] | None = None,
             trace: MemoryTrace | None = None, mode: str | None = None,
-            check_rtl: bool = False) -> Prediction:
+            check_rtl: Callable[[TsarConfig], Mapping[str, int]] | None = None) -> Prediction:
     """Predict the time of the simulated call ``stats`` on ``platform``.
 
     ``code``: the code bytes the call executed, loaded at guest address ``code_address``
     (``KernelRun.code_address``; for an ELF, the load address and the image). ``platform``: a
-    :class:`Platform` or a name for :func:`tsar.platforms.load`. ``threads``: work split evenly
+    :class:`Platform` or a name for :func:`tsar.sim.platforms.load`. ``threads``: work split evenly
     (core cycles / threads), bandwidths shared per :func:`kernel_time`. ``streams``: the call's
     data (bytes, single-thread totals); default: derived from ``trace`` or, without a trace, all
     accesses in L1D. ``mode``: ``"ecm"`` / ``"roofline"`` (default: the platform's).
-    ``check_rtl``: verify the T-SAR uop counts against the RTL first (about 1 s per config).
+    ``check_rtl``: a per-configuration source of measured T-SAR issue cycles (the front end passes
+    ``tsar.rtl.bench.measured_cycles``, about 1 s per config) to verify the uop counts against first.
     """
-    from tsar.platforms import load
-    from tsar.uarch.tsar_ops import is_tsar_mnemonic
+    from tsar.sim.platforms import load
+    from tsar.sim.uarch.tsar_ops import is_tsar_mnemonic
 
     plat = load(platform) if isinstance(platform, str) else platform
     uarch = plat.uarch()
@@ -346,7 +349,7 @@ def predict(stats: Stats, code: bytes, code_address: int, platform: Platform | s
     tsar_names = sorted({f.mnemonic for f in forms.values() if is_tsar_mnemonic(f.mnemonic)})
     if tsar_names:
         if check_rtl:
-            check_tsar_uops_against_rtl(tsar_names)
+            check_tsar_uops(tsar_names, check_rtl)
             notes.append("T-SAR uops: ISA counts, checked equal to the RTL's issue cycles")
         else:
             notes.append("T-SAR uops: ISA counts (equal to the RTL's issue cycles, as the RTL "
@@ -384,5 +387,5 @@ def predict(stats: Stats, code: bytes, code_address: int, platform: Platform | s
                       frequency_ghz=plat.core.frequency_ghz, streams=tuple(streams), notes=tuple(notes))
 
 
-__all__ = ["Loop", "LoopReport", "Prediction", "cache_traffic", "check_tsar_uops_against_rtl", "find_loops",
+__all__ = ["Loop", "LoopReport", "Prediction", "cache_traffic", "check_tsar_uops", "find_loops",
            "predict"]
