@@ -15,7 +15,7 @@ from .instructions import (
     by_opcode,
 )
 from .modrm import AddressingError, decode_rm, encode_rm
-from .operands import VEX_VECTOR_REGS, Memory, Operand, Register
+from .operands import GPR_NUMBER, VEX_VECTOR_REGS, Memory, Operand, Register
 
 VEX3 = 0xC4
 
@@ -48,6 +48,33 @@ class TsarInstruction:
 
     def __str__(self) -> str:
         return f"{self.mnemonic} " + ", ".join(_operand_text(op) for op in self.operands)
+
+    def _registers(self, access: str) -> tuple[Register, ...]:
+        out: list[Register] = []
+        for spec, value in zip(self.spec.operands, self.operands, strict=True):
+            if isinstance(value, Register):
+                if access in spec.access:
+                    out += [Register(value.cls, value.num + i) for i in range(spec.regs)]
+            elif access == "r":  # an address reads its base and index registers
+                out += [Register("gpr", GPR_NUMBER[r]) for r in (value.base, value.index)
+                        if r and r != "rip"]
+        return tuple(dict.fromkeys(out))
+
+    @property
+    def registers_read(self) -> tuple[Register, ...]:
+        """Every register the instruction reads: whole register groups of its ``r``/``rw`` operands
+        and the base/index GPRs of a memory operand (derived from the operand specs)."""
+        return self._registers("r")
+
+    @property
+    def registers_written(self) -> tuple[Register, ...]:
+        """Every register the instruction writes (a TLUT's whole group, a TGEMV's accumulator)."""
+        return self._registers("w")
+
+    @property
+    def memory_operand(self) -> Memory | None:
+        """The memory operand, if any."""
+        return next((v for v in self.operands if isinstance(v, Memory)), None)
 
 
 def _operand_text(op: Operand) -> str:

@@ -5,7 +5,17 @@ operand widths, weight-code layouts, micro-op counts and overflow bounds are *co
 nowhere else; the encoder, assembler, simulator, RTL and timing model all read them from here.
 
 Terminology (paper section III-B): ``c`` weights per LUT index (block size), ``s`` blocks per
-instruction, ``k = c*s`` activations per instruction, ``m`` outputs per TGEMV (one int16 lane each).
+instruction, ``k = c*s`` activations per instruction, ``m`` outputs per TGEMV (one accumulator lane
+each).
+
+Variant axes (DESIGN.md section 3) are fields with the paper's choices as defaults; every layer asks
+the configuration (``word_index``, ``code_field``, ``acc_bits``, ...) instead of restating them:
+
+* ``lut_layout``: ``"full"`` = per block the D table then the S table (:data:`LUT_LAYOUTS` lists
+  the layouts and the tables each stores);
+* ``lut_bits``: width of one LUT entry; ``acc_bits``: width of one TGEMV accumulator lane
+  (``m = vector_bits / acc_bits``);
+* ``weight_code``: ``"split"`` = the paper's ``idxD | idxS << c`` codes of ``2c`` bits.
 """
 
 from __future__ import annotations
@@ -13,8 +23,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-LANE_BITS = 16
-"""Width of one TGEMV accumulator lane and of one LUT entry (int16)."""
+VECTOR_REGISTERS = 16
+"""Vector registers a VEX encoding addresses (xmm/ymm 0..15)."""
+
+LUT_LAYOUTS: dict[str, tuple[str, ...]] = {"full": ("D", "S")}
+"""LUT layouts and the tables each stores per block, in word order (``"full"``: ``D_b`` then
+``S_b``, ``2^c`` entries each)."""
+
+WEIGHT_CODES: dict[str, str] = {"split": "idxD | idxS << c (2c bits per block)"}
+"""Weight-code formats of the TGEMV operand."""
+
+LUT_BITS = (16,)
+"""Supported LUT-entry widths (bits)."""
+
+ACC_BITS = (16, 32)
+"""Supported accumulator-lane widths (bits)."""
 
 ADDER_TREE_FAN_IN = 4
 """Fan-in of the dot-product adder trees that TGEMV reuses (four 4:1 trees per 256-bit slice)."""
@@ -36,8 +59,22 @@ class TsarConfig:
     s: int
     vector_bits: int = 256
     slot: int = 0
+    lut_layout: str = "full"
+    lut_bits: int = 16
+    acc_bits: int = 16
+    weight_code: str = "split"
 
     def __post_init__(self) -> None:
+        if self.lut_layout not in LUT_LAYOUTS:
+            raise ValueError(f"{self.name}: lut_layout={self.lut_layout!r}; known: "
+                             f"{', '.join(LUT_LAYOUTS)}")
+        if self.weight_code not in WEIGHT_CODES:
+            raise ValueError(f"{self.name}: weight_code={self.weight_code!r}; known: "
+                             f"{', '.join(WEIGHT_CODES)}")
+        if self.lut_bits not in LUT_BITS:
+            raise ValueError(f"{self.name}: lut_bits={self.lut_bits}; supported: {LUT_BITS}")
+        if self.acc_bits not in ACC_BITS:
+            raise ValueError(f"{self.name}: acc_bits={self.acc_bits}; supported: {ACC_BITS}")
         if not 1 <= self.c <= 4:
             raise ValueError(f"{self.name}: block size c={self.c} must be in 1..4")
         if self.s < 1:
@@ -48,15 +85,15 @@ class TsarConfig:
             )
         if not 0 <= self.slot <= 15:
             raise ValueError(f"{self.name}: encoding slot {self.slot} must be in 0..15")
-        if (self.group_words * LANE_BITS) % self.vector_bits:
+        if (self.group_words * self.lut_bits) % self.vector_bits:
             raise ValueError(
-                f"{self.name}: a LUT group of {self.group_words} int16 words does not fill whole "
-                f"{self.vector_bits}-bit registers"
+                f"{self.name}: a LUT group of {self.group_words} {self.lut_bits}-bit words does not "
+                f"fill whole {self.vector_bits}-bit registers"
             )
-        if self.group_regs > 16 or 16 % self.group_regs:
+        if self.group_regs > VECTOR_REGISTERS or VECTOR_REGISTERS % self.group_regs:
             raise ValueError(
                 f"{self.name}: a LUT group of {self.group_regs} registers does not tile the "
-                "16 VEX-addressable registers"
+                f"{VECTOR_REGISTERS} VEX-addressable registers"
             )
         if (self.s * self.m) % self.lanes:
             raise ValueError(f"{self.name}: s*m={self.s * self.m} not a multiple of the lanes")
@@ -73,13 +110,39 @@ class TsarConfig:
 
     @property
     def lanes(self) -> int:
-        """int16 lanes of one vector register."""
-        return self.vector_bits // LANE_BITS
+        """Datapath lanes of one vector register at the LUT-entry width (``vector_bits / lut_bits``):
+        the ALU lanes that do TLUT's adds and TGEMV's D - S subtractions."""
+        return self.vector_bits // self.lut_bits
+
+    @property
+    def acc_lanes(self) -> int:
+        """Accumulator lanes of one vector register (``vector_bits / acc_bits``)."""
+        return self.vector_bits // self.acc_bits
 
     @property
     def m(self) -> int:
-        """Outputs per TGEMV: one int16 accumulator lane each."""
-        return self.lanes
+        """Outputs per TGEMV: one accumulator lane each."""
+        return self.acc_lanes
+
+    @property
+    def acc_dtype(self) -> str:
+        """numpy dtype name of one accumulator lane (``"int16"`` or ``"int32"``)."""
+        return f"int{self.acc_bits}"
+
+    @property
+    def lut_dtype(self) -> str:
+        """numpy dtype name of one LUT entry (``"int16"``)."""
+        return f"int{self.lut_bits}"
+
+    @property
+    def acc_max(self) -> int:
+        """Largest value an accumulator lane holds (``2^(acc_bits-1) - 1``)."""
+        return (1 << (self.acc_bits - 1)) - 1
+
+    @property
+    def needs_widening(self) -> bool:
+        """Whether kernels must widen the accumulators to int32 (only narrower ones need it)."""
+        return self.acc_bits < 32
 
     @property
     def register_class(self) -> str:
@@ -97,25 +160,54 @@ class TsarConfig:
         return 1 << self.c
 
     @property
+    def lut_tables(self) -> tuple[str, ...]:
+        """Tables stored per block, in word order (``("D", "S")`` for the full layout)."""
+        return LUT_LAYOUTS[self.lut_layout]
+
+    @property
     def block_words(self) -> int:
-        """int16 words per block in the group: ``D[0..2^c)`` then ``S[0..2^c)``."""
-        return 2 * self.patterns
+        """LUT words per block in the group: each table of :attr:`lut_tables`, ``2^c`` entries."""
+        return len(self.lut_tables) * self.patterns
 
     @property
     def group_words(self) -> int:
-        """int16 words written by one TLUT (``s * 2^(c+1)``)."""
+        """LUT words written by one TLUT (``s * block_words``)."""
         return self.s * self.block_words
 
     @property
     def group_regs(self) -> int:
         """Consecutive vector registers in a LUT group; the base register is aligned to this."""
-        return self.group_words * LANE_BITS // self.vector_bits
+        return self.group_words * self.lut_bits // self.vector_bits
+
+    def word_index(self, block: int, table: str, pattern: int) -> int:
+        """Index in the group (flat array of LUT words) of entry ``pattern`` of table ``table``
+        (``"D"`` or ``"S"``) of block ``block``."""
+        return block * self.block_words + self.lut_tables.index(table) * self.patterns + pattern
+
+    def word_meaning(self, word: int) -> tuple[int, str, int]:
+        """Inverse of :meth:`word_index`: ``(block, table, pattern)`` of group word ``word``."""
+        block, e = divmod(word, self.block_words)
+        table, pattern = divmod(e, self.patterns)
+        return block, self.lut_tables[table], pattern
 
     # --- weight codes ----------------------------------------------------------------------------
     @property
     def code_bits(self) -> int:
         """Bits of one block's weight code: ``idxD`` (c bits) then ``idxS`` (c bits)."""
         return 2 * self.c
+
+    def code_field(self, output: int, block: int) -> tuple[int, int]:
+        """``(bit offset, bits)`` of the code of (``output``, ``block``) in the weight operand:
+        output ``j``'s codes at ``[j*s*code_bits, (j+1)*s*code_bits)``, block ``b`` at ``b*code_bits``."""
+        return output * self.output_code_bits + block * self.code_bits, self.code_bits
+
+    def code_indices(self, code: int) -> tuple[int, int]:
+        """``(idxD, idxS)`` of one weight code (split code: ``idxD | idxS << c``)."""
+        return code & (self.patterns - 1), (code >> self.c) & (self.patterns - 1)
+
+    def make_code(self, idx_d: int, idx_s: int) -> int:
+        """The weight code of ``(idxD, idxS)``; inverse of :meth:`code_indices`."""
+        return idx_d | idx_s << self.c
 
     @property
     def output_code_bits(self) -> int:
@@ -165,9 +257,9 @@ class TsarConfig:
     def max_tgemv_per_widen(self, activation_abs_max: int = ACTIVATION_ABS_MAX) -> int:
         """TGEMVs that may accumulate into a zeroed int16 lane before it must be widened to int32.
 
-        ``n * k * max|a| <= 32767`` guarantees no wrap-around for any ternary weights (c2s4: 32,
-        c4s4: 16 for BitNet's symmetric int8 activations)."""
-        return ((1 << (LANE_BITS - 1)) - 1) // self.tgemv_max_step(activation_abs_max)
+        ``n * k * max|a| <= acc_max`` guarantees no wrap-around for any ternary weights (int16:
+        c2s4 32, c4s4 16 for BitNet's symmetric int8 activations)."""
+        return self.acc_max // self.tgemv_max_step(activation_abs_max)
 
     # --- mnemonics -------------------------------------------------------------------------------
     @property
