@@ -11,12 +11,13 @@ from .disassembler import DecodedLine, disassemble, format_lines
 from .instructions import Field, InstructionSpec, Kind, OperandSpec, by_mnemonic, instructions
 from .operands import Memory, Register
 from .semantics import pack_tile, tgemv, tlut, unpack_tile, weight_codes
+from .stream import Decoded, decode_one, decode_stream
 
 __all__ = [
-    "C2S4", "C2S4_128", "C4S4", "AssemblyError", "DecodedLine", "EncodingError", "Field",
-    "InstructionSpec", "InvalidInstruction", "Kind", "Memory", "OperandSpec", "Program",
-    "Register", "TsarConfig", "TsarInstruction", "assemble", "assemble_file", "by_mnemonic",
-    "configs", "decode", "disassemble", "encode", "format_lines", "get_config", "instructions",
-    "is_tsar", "make", "pack_tile", "register_config", "tgemv", "tlut", "unpack_tile",
-    "weight_codes",
+    "C2S4", "C2S4_128", "C4S4", "AssemblyError", "Decoded", "DecodedLine", "EncodingError", "Field",
+    "InstructionSpec", "InvalidInstruction", "Kind", "Memory", "OperandSpec", "Program", "Register",
+    "TsarConfig", "TsarInstruction", "assemble", "assemble_file", "by_mnemonic", "configs",
+    "decode", "decode_one", "decode_stream", "disassemble", "encode", "format_lines", "get_config",
+    "instructions", "is_tsar", "make", "pack_tile", "register_config", "tgemv", "tlut",
+    "unpack_tile", "weight_codes",
 ]

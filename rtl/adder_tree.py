@@ -1,6 +1,7 @@
-"""The 4:1 adder trees of the dot-product path (a VPDPWSSD-like reduction with accumulator)."""
+"""The adder trees of the dot-product path (a VPDPWSSD-like reduction with accumulator), of fan-in
+:data:`~tsar.isa.config.ADDER_TREE_FAN_IN`."""
 
-from amaranth.hdl import Module, signed
+from amaranth.hdl import Module, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,8 +10,18 @@ from tsar.isa.config import ADDER_TREE_FAN_IN
 from .alu import WIDE_BITS
 
 
+def _pairwise(xs: list[Value]) -> Value:
+    """Balanced sum of ``xs``: ``(x0 + x1) + (x2 + x3)`` for four."""
+    if len(xs) == 1:
+        return xs[0]
+    half = len(xs) // 2
+    return _pairwise(xs[:half]) + _pairwise(xs[half:])
+
+
 class AdderTree(wiring.Component):
-    """``sum = acc + (x0 + x1) + (x2 + x3)``, all signed 32-bit with wrap-around."""
+    """``sum = acc + (x0 + x1) + (x2 + x3)`` (for fan-in 4; generally ``acc`` plus the balanced
+    sums of the two halves of the inputs), all signed :data:`~tsar.rtl.alu.WIDE_BITS`-bit with
+    wrap-around."""
 
     x: In(signed(WIDE_BITS)).array(ADDER_TREE_FAN_IN)
     acc: In(signed(WIDE_BITS))
@@ -18,13 +29,15 @@ class AdderTree(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.d.comb += self.sum.eq(self.acc + (self.x[0] + self.x[1]) + (self.x[2] + self.x[3]))
+        xs = list(self.x)
+        half = len(xs) // 2
+        m.d.comb += self.sum.eq(self.acc + _pairwise(xs[:half]) + _pairwise(xs[half:]))
         return m
 
 
 class AdderTrees(wiring.Component):
-    """One :class:`AdderTree` per four lanes; tree ``t`` reduces the wide outputs of lanes
-    ``4t .. 4t+3``."""
+    """One :class:`AdderTree` per ``ADDER_TREE_FAN_IN`` lanes; tree ``t`` reduces the wide outputs
+    of lanes ``F*t .. F*t+F-1``."""
 
     def __init__(self, lanes: int):
         self.trees = lanes // ADDER_TREE_FAN_IN

@@ -1,23 +1,28 @@
-"""The SIMD ALU lanes of the base slice: 16-bit add, subtract and multiply (low half)."""
+"""The SIMD ALU lanes of the base slice: add, subtract and multiply (low half) of
+:data:`LANE_BITS`-bit words."""
 
 from amaranth.hdl import Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tsar.isa.config import LANE_BITS
-
 from .schedule import LaneOp
+
+LANE_BITS = 16
+"""Width of one ALU lane of the base slice (the words of VPADDW/VPSUBW/VPMULLW): the base slice's
+own parameter, not the ISA's. A T-SAR configuration runs on these lanes only if its LUT entries
+and accumulator words have this width (``cfg.lut_bits``, ``cfg.acc_bits``; checked by
+:class:`~tsar.rtl.extension.OperandPlan`)."""
 
 WIDE_BITS = 2 * LANE_BITS
 """Width of a lane's product, and of the dot-product adder trees."""
 
 
 class AluLane(wiring.Component):
-    """One 16-bit ALU lane.
+    """One :data:`LANE_BITS`-bit ALU lane.
 
-    ``result = a + b``, ``a - b`` (one adder, ``b`` inverted plus carry-in) or ``lo16(a * b)``;
-    ``wide`` feeds the dot-product adder trees: the signed 32-bit product for ``MUL``, otherwise
-    ``result`` sign-extended.
+    ``result = a + b``, ``a - b`` (one adder, ``b`` inverted plus carry-in) or the low half of
+    ``a * b``; ``wide`` feeds the dot-product adder trees: the signed :data:`WIDE_BITS`-bit product
+    for ``MUL``, otherwise ``result`` sign-extended.
     """
 
     op: In(LaneOp)

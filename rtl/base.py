@@ -7,24 +7,24 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
-from tsar.isa.config import LANE_BITS
+from tsar.isa.config import VECTOR_REGISTERS
 
-from .alu import WIDE_BITS
+from .alu import LANE_BITS, WIDE_BITS
 from .schedule import LaneOp
 
-REGISTERS = 16
-"""Vector registers addressable by VEX (ymm0..15 / xmm0..15)."""
-
-REG_BITS = 4
+REG_BITS = bits_for(VECTOR_REGISTERS - 1)
+"""Bits of a register number (``VECTOR_REGISTERS`` registers)."""
 
 
 class SliceOp(enum.Enum, shape=3):
     """Operations the slice executes (register operands ``dst``, ``src1`` = VEX.vvvv,
     ``src2`` = ModRM.rm).
 
-    * ``VPADDW`` / ``VPSUBW`` / ``VPMULLW``: ``dst.w[l] = src1.w[l] op src2.w[l]`` (16-bit wrap);
-    * ``VPDPW4``: ``dst.d[t] += sum_{i<4} src1.w[4t+i] * src2.w[4t+i]`` for each adder tree ``t``
-      (signed, 32-bit wrap); the dwords above the trees' are cleared;
+    * ``VPADDW`` / ``VPSUBW`` / ``VPMULLW``: ``dst.w[l] = src1.w[l] op src2.w[l]`` (wrap to the
+      lane width, :data:`~tsar.rtl.alu.LANE_BITS`);
+    * ``VPDPW4``: ``dst.d[t] += sum_{i<F} src1.w[F*t+i] * src2.w[F*t+i]`` for each adder tree ``t``
+      (``F``: :data:`~tsar.isa.config.ADDER_TREE_FAN_IN`; signed, wrapping to
+      :data:`~tsar.rtl.alu.WIDE_BITS`); the dwords above the trees' are cleared;
     * ``TLUT`` / ``TGEMV``: the T-SAR instruction of configuration ``cfg`` (T-SAR slices only;
       a base slice treats them as ``NOP``): ``TLUT dst_group, src2``, ``TGEMV dst, src1_group,
       src2[:src2|1]``.
@@ -117,7 +117,7 @@ class WriteBack(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        dot = Cat(*self.sum, Const(0, (self.lanes * LANE_BITS) - self.trees * WIDE_BITS))
+        dot = Cat(*self.sum, Const(0, self.lanes * LANE_BITS - self.trees * WIDE_BITS))
         with m.If(self.dot):
             m.d.comb += self.data.eq(dot)
         with m.Else():

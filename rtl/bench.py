@@ -1,8 +1,8 @@
 """Simulation of the slice: an instruction driver, random checks against the reference model,
 measured cycles per instruction, and waveforms.
 
-The Python simulator of Amaranth needs nothing but Amaranth; it runs the 16-lane slice at a few
-thousand cycles per second.
+The Python simulator of Amaranth needs nothing but Amaranth; it runs the 16-lane (256-bit) slice at a
+few thousand cycles per second.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from itertools import pairwise
 import numpy as np
 from amaranth.sim import Simulator
 
-from tsar.isa.config import TsarConfig
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 
-from .base import BASE_OPS, REGISTERS, SliceOp
-from .reference import Instr, Machine
+from .base import BASE_OPS, SliceOp
+from .reference import Instr, SliceModel
 from .unit import VectorUnit
 
 
@@ -122,7 +122,7 @@ def _rand_reg(rng: np.random.Generator, bits: int) -> int:
 def base_case(rng: np.random.Generator, vector_bits: int) -> Case:
     """One random base instruction on random registers (operands may alias)."""
     op = BASE_OPS[rng.integers(len(BASE_OPS))]
-    dst, src1, src2 = (int(r) for r in rng.integers(0, REGISTERS, 3))
+    dst, src1, src2 = (int(r) for r in rng.integers(0, VECTOR_REGISTERS, 3))
     loads = {r: _rand_reg(rng, vector_bits) for r in {dst, src1, src2}}
     return Case(loads, [Instr(op, dst, src1, src2)])
 
@@ -131,8 +131,8 @@ def tsar_case(rng: np.random.Generator, cfg: TsarConfig, tgemvs: int = 3) -> Cas
     """A TLUT from random activations, then ``tgemvs`` TGEMVs with random accumulators and weight
     codes (any code, including ones the packer never emits) into the same LUT group."""
     g = cfg.group_regs
-    group = int(rng.integers(0, REGISTERS // g)) * g
-    free = [r for r in range(REGISTERS) if not group <= r < group + g]
+    group = int(rng.integers(0, VECTOR_REGISTERS // g)) * g
+    free = [r for r in range(VECTOR_REGISTERS) if not group <= r < group + g]
     pairs = [r for r in free if r % cfg.weight_regs == 0 and r + cfg.weight_regs - 1 in free]
     loads: dict[int, int] = {}
     src = int(rng.choice(free))
@@ -149,28 +149,29 @@ def tsar_case(rng: np.random.Generator, cfg: TsarConfig, tgemvs: int = 3) -> Cas
 
 
 def run_cases(unit: VectorUnit, cases: Iterable[Case], vcd: str | None = None) -> Report:
-    """Execute every case in RTL and in :class:`Machine`; compare each written register."""
+    """Execute every case in RTL and in :class:`~tsar.rtl.reference.SliceModel`; compare each written
+    register."""
     report = Report()
     cases = list(cases)
 
     async def bench(drv: Driver) -> None:
-        machine = Machine(unit.slice.vector_bits)
+        model = SliceModel(unit.slice.vector_bits)
         for case in cases:
             for reg, value in case.loads.items():
                 drv.load(reg, value)
-                machine.regs[reg] = value
+                model.regs[reg] = value
             for instr in case.program:
                 cycles = await drv.execute(instr)
-                machine.execute(instr)
+                model.execute(instr)
                 name = str(instr).split()[0]
                 report.cycles_by_op.setdefault(name, set()).add(cycles)
                 report.instructions += 1
                 report.cycles += cycles
                 for reg in instr.writes():
-                    got, want = drv.read(reg), machine.regs[reg]
+                    got, want = drv.read(reg), model.regs[reg]
                     if got != want:
                         report.mismatches.append(f"{instr}: r{reg} = {got:#x}, expected {want:#x}")
-                        machine.regs[reg] = got  # carry on from the RTL's state
+                        model.regs[reg] = got  # carry on from the RTL's state
 
     simulate(unit, bench, vcd)
     return report
@@ -194,12 +195,12 @@ def measured_cycles(cfg: TsarConfig) -> dict[str, int]:
     uop counts come from here."""
     unit = VectorUnit(cfg.vector_bits, (cfg,))
     g = cfg.group_regs
-    acc = g if g < REGISTERS else 0
+    acc = g if g < VECTOR_REGISTERS else 0
     weights = (acc + 2) & ~1
-    program = [Instr(SliceOp.TLUT, 0, 0, REGISTERS - 1, cfg),
+    program = [Instr(SliceOp.TLUT, 0, 0, VECTOR_REGISTERS - 1, cfg),
                Instr(SliceOp.TGEMV, acc, 0, weights, cfg),
                Instr(SliceOp.TGEMV, acc, 0, weights, cfg),
-               Instr(SliceOp.TLUT, 0, 0, REGISTERS - 1, cfg),
+               Instr(SliceOp.TLUT, 0, 0, VECTOR_REGISTERS - 1, cfg),
                *(Instr(op, 1, 2, 3) for op in BASE_OPS)]
     result: dict[str, set[int]] = {}
 

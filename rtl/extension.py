@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import bits_for
+from amaranth.utils import bits_for, ceil_log2
 
-from tsar.isa.config import LANE_BITS, TsarConfig
+from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
 
-from .alu import WIDE_BITS
+from .alu import LANE_BITS, WIDE_BITS
 from .base import REG_BITS, SliceOp, instr_layout
 from .schedule import (
     TGEMV_STEP,
@@ -38,18 +38,37 @@ class OperandPlan:
 
     Lane ``l``'s A operand MUX has inputs ``a_sources[l]`` (index 0 is the base operand bus), and
     likewise for B; the sequencer's uop ROM stores the indices.
+
+    A configuration is refused (ValueError naming the axis) unless its LUT entries and accumulator
+    words are the lanes' :data:`~tsar.rtl.alu.LANE_BITS` (``lut_bits``, ``acc_bits``: int32
+    accumulators are not implemented in RTL), its ``s`` equals the adder-tree fan-in (the split
+    trees of :mod:`.schedule` for smaller ``s`` are not implemented in RTL), its weights fit a
+    register pair and its schedules exist (:class:`~tsar.rtl.schedule.ScheduleError`).
     """
 
     def __init__(self, vector_bits: int, configs: Sequence[TsarConfig]):
         self.configs = tuple(configs)
+        self.vector_bits = vector_bits
         self.lanes = vector_bits // LANE_BITS
-        self.trees = self.lanes // 4
+        self.trees = self.lanes // ADDER_TREE_FAN_IN
         for cfg in self.configs:
             if cfg.vector_bits != vector_bits:
                 raise ValueError(f"{cfg.name} is a {cfg.vector_bits}-bit configuration")
+            if cfg.lut_bits != LANE_BITS:
+                raise ValueError(f"{cfg.name}: lut_bits={cfg.lut_bits} is not supported by the RTL: "
+                                 f"the slice's lanes are {LANE_BITS}-bit")
+            if cfg.acc_bits != LANE_BITS:
+                raise ValueError(f"{cfg.name}: acc_bits={cfg.acc_bits} is not supported by the RTL: "
+                                 f"its write-back merges {LANE_BITS}-bit accumulator words only")
             check_tgemv(cfg)
+            if cfg.s != ADDER_TREE_FAN_IN:
+                raise ValueError(f"{cfg.name}: s={cfg.s} < adder-tree fan-in {ADDER_TREE_FAN_IN} needs "
+                                 "split adder trees (tsar.rtl.schedule), not implemented in the RTL")
             if cfg.weight_regs > 2:
                 raise ValueError(f"{cfg.name}: weights wider than a register pair")
+            tlut_schedule(cfg)
+        self.lut_bits = self.acc_bits = LANE_BITS
+        self.acc_words = vector_bits // self.acc_bits
         base = [Source(SrcKind.BASE)]
         self.a_sources = [[*base, TGEMV_STEP.a] for _ in range(self.lanes)]
         self.b_sources = [[*base, TGEMV_STEP.b] for _ in range(self.lanes)]
@@ -145,12 +164,12 @@ class TsarOperandMux(wiring.Component):
     TGEMV the LUT words ``D_b[idxD]`` / ``S_b[idxS]`` picked by the weight codes of output
     ``j = uop*T + t`` (``l = t*s + b``); for TLUT a sign-extended activation byte of ``src2``,
     zero, another lane's result, or a word of the LUT group. The tree accumulators get the
-    ``dst`` dwords (base dot product) or the int16 accumulator words ``j`` (TGEMV).
+    ``dst`` dwords (base dot product) or the accumulator words ``j`` (TGEMV, ``acc_bits`` each).
     """
 
     def __init__(self, plan: OperandPlan):
         self.plan = plan
-        n, bits = plan.lanes, plan.lanes * LANE_BITS
+        n, bits = plan.lanes, plan.vector_bits
         super().__init__({
             "cfg": In(instr_layout(len(plan.configs)).members["cfg"]),
             "uop": In(_width(plan.max_uops)),
@@ -171,8 +190,8 @@ class TsarOperandMux(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         plan = self.plan
-        lut_d = [Signal(LANE_BITS, name=f"lut_d{i}") for i in range(plan.lanes)]
-        lut_s = [Signal(LANE_BITS, name=f"lut_s{i}") for i in range(plan.lanes)]
+        lut_d = [Signal(plan.lut_bits, name=f"lut_d{i}") for i in range(plan.lanes)]
+        lut_s = [Signal(plan.lut_bits, name=f"lut_s{i}") for i in range(plan.lanes)]
         with m.Switch(self.cfg):
             for index, cfg in enumerate(plan.configs):
                 with m.Case(index):
@@ -195,7 +214,7 @@ class TsarOperandMux(wiring.Component):
             if src.kind is SrcKind.LANE:
                 return self.lane_result[src.index]
             if src.kind is SrcKind.GROUP:
-                return word(self.group, src.reg * plan.lanes + src.index) << src.shift
+                return self.group.word_select(src.reg * plan.lanes + src.index, plan.lut_bits) << src.shift
             raise AssertionError(src)
 
         for lane in range(plan.lanes):
@@ -206,8 +225,9 @@ class TsarOperandMux(wiring.Component):
                         with m.Case(i):
                             m.d.comb += out[lane].eq(value(lane, side, src))
         for t in range(plan.trees):
-            with m.If(self.tgemv):
-                words = [word(self.acc, u * plan.trees + t) for u in range(plan.lanes // plan.trees)]
+            with m.If(self.tgemv):  # s = F: tree t finishes accumulator word uop*T + t
+                words = [self.acc.word_select(u * plan.trees + t, plan.acc_bits)
+                         for u in range(plan.acc_words // plan.trees)]
                 m.d.comb += self.tree_acc[t].eq(Array(words)[self.uop].as_signed())
             with m.Else():
                 m.d.comb += self.tree_acc[t].eq(self.acc.word_select(t, WIDE_BITS))
@@ -216,35 +236,36 @@ class TsarOperandMux(wiring.Component):
     def _lookup(self, cfg: TsarConfig, lut_d: list[Signal], lut_s: list[Signal]) -> list:
         """D/S LUT words of every lane for one configuration, selected by its weight codes."""
         weights = Cat(self.src2, self.src2_hi)
-        mask = cfg.patterns - 1
         out = []
         for lane in range(self.plan.lanes):
             tree, block = tgemv_lane(cfg, lane)
             codes = []
             for u in range(cfg.tgemv_uops):
-                j = tgemv_output(cfg, u, tree)
-                codes.append(weights[(j * cfg.s + block) * cfg.code_bits:][:cfg.code_bits])
+                offset, bits = cfg.code_field(tgemv_output(cfg, u, tree), block)
+                codes.append(weights[offset:offset + bits])
             code = Array(codes)[self.uop] if len(codes) > 1 else codes[0]
-            base = block * cfg.block_words
-            d = [self.group.word_select(base + p, LANE_BITS) for p in range(cfg.patterns)]
-            s = [self.group.word_select(base + cfg.patterns + p, LANE_BITS) for p in range(cfg.patterns)]
-            out += [lut_d[lane].eq(Array(d)[code[:cfg.c]]),
-                    lut_s[lane].eq(Array(s)[code[cfg.c:] & mask])]
+            sel = ceil_log2(cfg.patterns)  # select bits of a table of 2^c entries
+            idx_d, idx_s = (idx[:sel] for idx in cfg.code_indices(code))
+            d = [self.group.word_select(cfg.word_index(block, "D", p), cfg.lut_bits)
+                 for p in range(cfg.patterns)]
+            s = [self.group.word_select(cfg.word_index(block, "S", p), cfg.lut_bits)
+                 for p in range(cfg.patterns)]
+            out += [lut_d[lane].eq(Array(d)[idx_d]), lut_s[lane].eq(Array(s)[idx_s])]
         return out
 
 
 class TsarWriteBackMux(wiring.Component):
-    """The 256-bit write-back MUX (generally ``lanes * 16`` bits).
+    """The write-back MUX (``vector_bits`` wide: 256 bits on AVX2).
 
     TLUT: the lane results go to group register ``dst + reg_offset``. TGEMV: adder tree ``t``'s
-    low 16 bits replace accumulator word ``uop*T + t``; the other words are written back
+    low ``acc_bits`` replace accumulator word ``uop*T + t``; the other words are written back
     unchanged (fused accumulation, one full-register write per uop). Otherwise the base
     write-back passes through.
     """
 
     def __init__(self, plan: OperandPlan):
         self.plan = plan
-        n, bits = plan.lanes, plan.lanes * LANE_BITS
+        n, bits = plan.lanes, plan.vector_bits
         super().__init__({
             "tlut": In(1),
             "tgemv": In(1),
@@ -264,12 +285,12 @@ class TsarWriteBackMux(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         plan = self.plan
-        merged = []
-        for w in range(plan.lanes):
-            u, t = divmod(w, plan.trees)
-            merged.append(Signal(LANE_BITS, name=f"acc_word{w}"))
-            m.d.comb += merged[-1].eq(Cat(self.acc.word_select(w, LANE_BITS), self.tree_sum[t][:LANE_BITS])
-                                      .word_select(self.uop == u, LANE_BITS))
+        merged, bits = [], plan.acc_bits
+        for w in range(plan.acc_words):
+            u, t = divmod(w, plan.trees)  # s = F: word uop*T + t comes from tree t
+            merged.append(Signal(bits, name=f"acc_word{w}"))
+            m.d.comb += merged[-1].eq(Cat(self.acc.word_select(w, bits), self.tree_sum[t][:bits])
+                                      .word_select(self.uop == u, bits))
         m.d.comb += [
             self.en.eq(self.base_en | self.tlut | self.tgemv),
             self.addr.eq(self.dst | Mux(self.tlut, self.reg_offset, 0)),

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tsar.isa.config import TsarConfig
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 
-from .base import BASE_OPS, REGISTERS, SliceOp
+from .base import BASE_OPS, SliceOp
 from .bench import Driver, simulate
 from .reference import Instr
 from .synth import SynthResult
@@ -90,7 +90,7 @@ def _rand(rng: np.random.Generator, bits: int) -> int:
 def base_stream(rng: np.random.Generator, n: int) -> list[Instr]:
     """AVX2-kernel-like work: half dot products, the rest adds, subtracts and multiplies."""
     ops = [SliceOp.VPDPW4, SliceOp.VPDPW4, *BASE_OPS]
-    return [Instr(ops[rng.integers(len(ops))], *(int(r) for r in rng.integers(0, REGISTERS, 3)))
+    return [Instr(ops[rng.integers(len(ops))], *(int(r) for r in rng.integers(0, VECTOR_REGISTERS, 3)))
             for _ in range(n)]
 
 
@@ -98,7 +98,7 @@ def tsar_stream(cfg: TsarConfig, n_tluts: int, tgemvs_per_tlut: int = 8) -> list
     """A GEMV inner loop: TLUT a block of activations, then TGEMVs into rotating accumulators with
     fresh weights each time, and a VPADDW (accumulator widening stand-in) per TLUT."""
     g = cfg.group_regs
-    free = [r for r in range(REGISTERS) if r >= g]
+    free = [r for r in range(VECTOR_REGISTERS) if r >= g]
     out = []
     for _ in range(n_tluts):
         out.append(Instr(SliceOp.TLUT, 0, 0, free[-1], cfg))
@@ -120,7 +120,7 @@ def stream_activity(unit: VectorUnit, program: Sequence[Instr],
 
     async def bench(drv: Driver) -> None:
         nonlocal cycles
-        for r in range(REGISTERS):
+        for r in range(VECTOR_REGISTERS):
             drv.load(r, _rand(rng, bits))
         for instr in program:
             if instr.op is SliceOp.TGEMV:

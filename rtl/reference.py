@@ -1,19 +1,30 @@
 """Instruction-level reference model of the slice plus register file, in numpy.
 
 Base operations are defined here; TLUT and TGEMV call the golden semantics of
-:mod:`tsar.isa.semantics`, so the RTL is checked against the ISA definition itself.
+:mod:`tsar.isa.semantics`, so the RTL is checked against the ISA definition itself. Which registers
+a T-SAR instruction reads and writes comes from its ISA operand specs
+(:attr:`Instr.isa` -> :class:`~tsar.isa.codec.TsarInstruction`), and the words' widths from its
+configuration (``lut_bits``, ``acc_bits``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from tsar.isa import semantics
-from tsar.isa.config import ADDER_TREE_FAN_IN, LANE_BITS, TsarConfig
+from tsar.isa.codec import TsarInstruction, validate
+from tsar.isa.config import ADDER_TREE_FAN_IN, VECTOR_REGISTERS, TsarConfig
+from tsar.isa.instructions import Field, Kind, instructions
+from tsar.isa.operands import Register
 
-from .base import REGISTERS, SliceOp
+from .alu import LANE_BITS, WIDE_BITS
+from .base import SliceOp
+
+_FIELDS = {"dst": Field.MODRM_REG, "src1": Field.VEX_VVVV, "src2": Field.MODRM_RM}
+"""Which slice operand carries which encoding field (see :class:`~tsar.rtl.base.SliceOp`)."""
 
 
 @dataclass(frozen=True)
@@ -33,10 +44,38 @@ class Instr:
             return f"{self.cfg.tgemv_mnemonic} r{self.dst}, r{self.src1}, r{self.src2}"
         return f"{self.op.name.lower()} r{self.dst}, r{self.src1}, r{self.src2}"
 
-    def writes(self) -> range:
+    @cached_property
+    def isa(self) -> TsarInstruction | None:
+        """The ISA instruction of a TLUT / TGEMV (register operands), None for a base op.
+
+        Built from the registered instruction spec of ``cfg``: its operands (by encoding field:
+        ``dst`` = ModRM.reg, ``src1`` = VEX.vvvv, ``src2`` = ModRM.rm) say which registers it
+        touches. Raises ValueError for an unregistered configuration or misaligned groups."""
+        if self.op not in (SliceOp.TLUT, SliceOp.TGEMV):
+            return None
+        kind = Kind.TLUT if self.op is SliceOp.TLUT else Kind.TGEMV
+        spec = next((s for s in instructions() if s.config == self.cfg and s.kind is kind), None)
+        if spec is None:
+            raise ValueError(f"{self.cfg.name} is not a registered configuration")
+        numbers = {field: getattr(self, name) for name, field in _FIELDS.items()}
+        inst = TsarInstruction(spec, tuple(Register(self.cfg.register_class, numbers[op.field])
+                                           for op in spec.operands))
+        validate(inst)
+        return inst
+
+    def operand_registers(self, field: Field) -> range:
+        """The registers of the ISA operand in ``field`` (a whole group for group operands)."""
+        inst = self.isa
+        first = inst.operand(field).num
+        return range(first, first + inst.spec.operand(field).regs)
+
+    def writes(self) -> tuple[int, ...]:
         """Registers this instruction writes."""
-        n = self.cfg.group_regs if self.op is SliceOp.TLUT else 1
-        return range(self.dst, self.dst + n) if self.op is not SliceOp.NOP else range(0)
+        if self.op is SliceOp.NOP:
+            return ()
+        if self.isa is None:
+            return (self.dst,)
+        return tuple(r.num for r in self.isa.registers_written)
 
 
 def to_words(value: int, n: int, bits: int = LANE_BITS) -> np.ndarray:
@@ -55,13 +94,14 @@ def to_bytes(value: int, n: int) -> np.ndarray:
     return np.frombuffer(value.to_bytes(n, "little"), np.uint8).copy()
 
 
-class Machine:
-    """Architectural state: ``REGISTERS`` registers of ``vector_bits`` as Python ints."""
+class SliceModel:
+    """Reference model of a :class:`~tsar.rtl.unit.VectorUnit` (slice plus register file):
+    architectural state of ``VECTOR_REGISTERS`` registers of ``vector_bits``, as Python ints."""
 
     def __init__(self, vector_bits: int = 256):
         self.vector_bits = vector_bits
         self.lanes = vector_bits // LANE_BITS
-        self.regs = [0] * REGISTERS
+        self.regs = [0] * VECTOR_REGISTERS
 
     def execute(self, instr: Instr) -> None:
         n, regs = self.lanes, self.regs
@@ -74,22 +114,33 @@ class Machine:
         elif instr.op is SliceOp.VPDPW4:
             trees = n // ADDER_TREE_FAN_IN
             a, b = to_words(regs[instr.src1], n), to_words(regs[instr.src2], n)
-            acc = to_words(regs[instr.dst], trees, 2 * LANE_BITS)
+            acc = to_words(regs[instr.dst], trees, WIDE_BITS)
             dots = (a * b).reshape(trees, ADDER_TREE_FAN_IN).sum(axis=1)
-            regs[instr.dst] = from_words(acc + dots, 2 * LANE_BITS)
+            regs[instr.dst] = from_words(acc + dots, WIDE_BITS)
         elif instr.op is SliceOp.TLUT:
-            cfg = instr.cfg
-            act = to_bytes(regs[instr.src2], cfg.register_bytes)[:cfg.k].view(np.int8)
-            words = semantics.tlut(cfg, act).reshape(cfg.group_regs, n)
-            for i in range(cfg.group_regs):
-                regs[instr.dst + i] = from_words(words[i])
+            self._tlut(instr)
         elif instr.op is SliceOp.TGEMV:
-            cfg = instr.cfg
-            group = np.concatenate([to_words(regs[instr.src1 + i], n) for i in range(cfg.group_regs)])
-            raw = b"".join(regs[instr.src2 + i].to_bytes(cfg.register_bytes, "little")
-                           for i in range(cfg.weight_regs))
-            weights = np.frombuffer(raw[:cfg.weight_bytes], np.uint8)
-            acc = to_words(regs[instr.dst], n).astype(np.int16)
-            regs[instr.dst] = from_words(semantics.tgemv(cfg, acc, group.astype(np.int16), weights))
+            self._tgemv(instr)
         else:
             raise ValueError(f"unknown op {instr.op}")
+
+    def _tlut(self, instr: Instr) -> None:
+        cfg, regs = instr.cfg, self.regs
+        (src,) = instr.operand_registers(Field.MODRM_RM)
+        act = to_bytes(regs[src], cfg.register_bytes)[:cfg.k].view(np.int8)
+        group = instr.operand_registers(Field.MODRM_REG)
+        words = semantics.tlut(cfg, act).reshape(len(group), cfg.lanes)
+        for r, w in zip(group, words, strict=True):
+            regs[r] = from_words(w, cfg.lut_bits)
+
+    def _tgemv(self, instr: Instr) -> None:
+        cfg, regs = instr.cfg, self.regs
+        group = np.concatenate([to_words(regs[r], cfg.lanes, cfg.lut_bits)
+                                for r in instr.operand_registers(Field.VEX_VVVV)])
+        raw = b"".join(regs[r].to_bytes(cfg.register_bytes, "little")
+                       for r in instr.operand_registers(Field.MODRM_RM))
+        weights = np.frombuffer(raw[:cfg.weight_bytes], np.uint8)
+        (acc_reg,) = instr.operand_registers(Field.MODRM_REG)
+        acc = to_words(regs[acc_reg], cfg.acc_lanes, cfg.acc_bits).astype(cfg.acc_dtype)
+        out = semantics.tgemv(cfg, acc, group.astype(cfg.lut_dtype), weights)
+        regs[acc_reg] = from_words(out, cfg.acc_bits)

@@ -9,21 +9,23 @@ from amaranth.hdl import Array, Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .base import REG_BITS, REGISTERS
+from tsar.isa.config import VECTOR_REGISTERS
+
+from .base import REG_BITS
 
 
 class RegisterFile(wiring.Component):
-    """``REGISTERS`` x ``width``-bit registers; combinational reads, one synchronous write.
+    """``VECTOR_REGISTERS`` x ``width``-bit registers; combinational reads, one synchronous write.
 
     Read ports ``rd_addr[i]`` -> ``rd_data[i]``; a group read port returns ``group_regs``
-    consecutive registers from ``group_addr`` (register ``group_addr + i`` mod 16 at bits
-    ``[i*width, (i+1)*width)``; a configuration with smaller groups uses the first ones).
+    consecutive registers from ``group_addr`` (register ``group_addr + i`` mod ``VECTOR_REGISTERS``
+    at bits ``[i*width, (i+1)*width)``; a configuration with smaller groups uses the first ones).
     ``regs`` are the storage signals (testbenches may set them).
     """
 
     def __init__(self, width: int, read_ports: int, group_regs: int = 1):
         self.width, self.group_regs = width, group_regs
-        self.regs = [Signal(width, name=f"r{i}") for i in range(REGISTERS)]
+        self.regs = [Signal(width, name=f"r{i}") for i in range(VECTOR_REGISTERS)]
         super().__init__({
             "rd_addr": In(REG_BITS).array(read_ports),
             "rd_data": Out(width).array(read_ports),

@@ -1,9 +1,10 @@
 """Micro-op schedules of TLUT and TGEMV on the base SIMD lanes and adder trees.
 
-Everything here is derived from a :class:`~tsar.isa.config.TsarConfig`; the RTL (operand MUXes,
-sequencer ROM) is generated from these schedules, and :func:`run_tlut_schedule` /
-:func:`run_tgemv_schedule` execute them in numpy so that a schedule can be checked against the
-golden semantics without simulating any hardware.
+Everything here is derived from a :class:`~tsar.isa.config.TsarConfig` (LUT word layout
+``cfg.word_index`` / ``cfg.word_meaning``, code split ``cfg.code_indices``, widths ``cfg.lut_bits`` /
+``cfg.acc_bits``); the RTL (operand MUXes, sequencer ROM) is generated from these schedules, and
+:func:`run_tlut_schedule` / :func:`run_tgemv_schedule` execute them in numpy so that a schedule can
+be checked against the golden semantics without simulating any hardware (:func:`check_schedules`).
 
 **TLUT** (``cfg.tlut_uops`` uops, each writes one register of the group): lane ``l`` of uop ``u``
 computes word ``l`` of group register ``reg(u)`` with one add or subtract of two operands taken from
@@ -11,15 +12,35 @@ the operand bus:
 
 * ``ZERO``, ``ACT i`` (activation byte ``i`` of the source register, sign-extended);
 * ``LANE j``: the result of lane ``j`` in the same cycle (lane-to-lane forwarding, used for the words
-  of ``c = 2`` and ``c = 4`` that need more than two terms; never more than two lanes deep);
+  of ``c >= 2`` that need more than two terms). A chain of forwarded lanes is a chain of adders in
+  one cycle: the datapath allows at most :data:`LANE_CHAIN` (two) chained lane operations, and
+  :func:`tlut_schedule` refuses configurations that need more (``c = 3``, whose ``D[0] =
+  -(a0+a1+a2)`` shares a register with its S table and needs three; see :func:`lane_chain`);
 * ``GROUP r w << n``: word ``w`` of group register ``r`` written by an earlier uop, shifted left by
   ``n`` (used by ``c = 4``: ``D[p] = 2*S[p] - S[2^c - 1]``, so the D register follows its S register).
 
-**TGEMV** (``cfg.tgemv_uops`` uops): lane ``l = t*s + b`` belongs to adder tree ``t`` and block
-``b``; in uop ``u`` it computes ``D_b[idxD] - S_b[idxS]`` for output ``j = u*T + t`` (``T`` trees),
-the operand MUXes selecting the LUT words with the weight codes. Tree ``t`` adds its ``s = 4`` lanes
-and accumulator word ``j``; the write-back MUX puts the ``T`` sums into words ``u*T .. u*T+T-1`` of
-the accumulator, keeping the others.
+**TGEMV** (``cfg.tgemv_uops`` uops, :func:`tgemv_schedule`): every lane computes
+``D_b[idxD] - S_b[idxS]``, the operand MUXes selecting the LUT words with the weight codes. The
+lanes form *segments* of ``s`` consecutive lanes, lane ``l = q*s + b`` doing block ``b`` of the
+output of segment ``q``; in uop ``u`` segment ``q`` finishes output ``j = u*P + q``
+(``P = cfg.outputs_per_uop = lanes / s`` segments). The adder trees (fan-in
+:data:`~tsar.isa.config.ADDER_TREE_FAN_IN` ``= F``, one per ``F`` lanes) add each segment's ``s``
+lanes and accumulator word ``j``; the write-back MUX puts the ``P`` sums into words
+``u*P .. u*P+P-1`` of the accumulator, keeping the others.
+
+* ``s = F`` (the paper's configurations): one segment per tree, the tree's root is the sum.
+* ``s`` a proper divisor of ``F`` (e.g. ``c3s2``): each tree is *split* into ``F/s`` segments. A tree
+  of ``F`` inputs plus an accumulator is ``F`` two-input adders; a segment needs ``s`` of them
+  (``s - 1`` to reduce its lanes, one to add its accumulator word), so the split uses exactly the
+  tree's adders: each segment's sum is the tree node at level ``log2(s)`` and the adders above that
+  level are re-pointed, by input MUXes, at the segments' accumulator words. No adder and no zero
+  input is added, which is what makes ``P = lanes / s`` outputs per uop (the ISA's uop count)
+  honest. The split-tree MUXes are not in the Amaranth slice yet: :class:`~tsar.rtl.extension.OperandPlan`
+  refuses ``s != F`` with a ValueError, while the numpy schedule here executes it.
+* ``s`` not dividing ``F`` (or ``s > F``): no schedule (:class:`ScheduleError`).
+
+Widths: a lane computes in ``cfg.lut_bits`` (LUT words; its result wraps there), the trees in
+:data:`~tsar.rtl.alu.WIDE_BITS`, and the write-back keeps the low ``cfg.acc_bits`` of each sum.
 """
 
 from __future__ import annotations
@@ -31,7 +52,13 @@ from functools import cache
 import numpy as np
 from amaranth.lib import enum as hw_enum
 
-from tsar.isa.config import ADDER_TREE_FAN_IN, LANE_BITS, TsarConfig
+from tsar.isa import semantics
+from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
+
+LANE_CHAIN = 2
+"""Most lane operations the datapath chains in one cycle by lane-to-lane forwarding (a lane that
+reads a forwarded lane, which itself reads no forwarded lane): a datapath parameter of the
+schedules, not of the ISA."""
 
 
 class LaneOp(hw_enum.Enum, shape=2):
@@ -104,36 +131,79 @@ class ScheduleError(ValueError):
     """The configuration has no schedule on this datapath (no extra adders are allowed)."""
 
 
-def trees(cfg: TsarConfig) -> int:
-    """Number of 4:1 adder trees of the datapath (one per four lanes)."""
-    return cfg.lanes // ADDER_TREE_FAN_IN
+def _check_tables(cfg: TsarConfig) -> None:
+    if not {"D", "S"} <= set(cfg.lut_tables):
+        raise ScheduleError(f"{cfg.name}: lut_layout={cfg.lut_layout!r} stores tables {cfg.lut_tables}; "
+                            "the schedules read D and S tables")
 
 
 def check_tgemv(cfg: TsarConfig) -> None:
-    """TGEMV needs one adder-tree input per block: ``s`` must equal the trees' fan-in."""
-    if cfg.s != ADDER_TREE_FAN_IN or cfg.lanes % ADDER_TREE_FAN_IN:
-        raise ScheduleError(f"{cfg.name}: TGEMV maps s={cfg.s} blocks onto 4:1 adder trees; "
-                            f"s must be {ADDER_TREE_FAN_IN}")
+    """TGEMV needs the ``s`` lanes of one output inside one adder tree: ``s`` must divide the trees'
+    fan-in (``s = F``: one output per tree; a proper divisor: a split tree, see the module doc)."""
+    _check_tables(cfg)
+    if cfg.lanes % ADDER_TREE_FAN_IN or ADDER_TREE_FAN_IN % cfg.s:
+        raise ScheduleError(f"{cfg.name}: TGEMV maps s={cfg.s} blocks onto {ADDER_TREE_FAN_IN}:1 adder "
+                            f"trees; s must divide {ADDER_TREE_FAN_IN}")
 
 
-def tgemv_output(cfg: TsarConfig, uop: int, tree: int) -> int:
-    """Accumulator lane finished by adder tree ``tree`` in TGEMV uop ``uop``."""
-    return uop * trees(cfg) + tree
+def tree_segments(cfg: TsarConfig) -> int:
+    """Outputs each adder tree finishes per TGEMV uop (``F / s``; 1 unless the tree is split)."""
+    check_tgemv(cfg)
+    return ADDER_TREE_FAN_IN // cfg.s
+
+
+def tgemv_output(cfg: TsarConfig, uop: int, segment: int) -> int:
+    """Accumulator lane finished by lane segment ``segment`` in TGEMV uop ``uop`` (for ``s = F`` the
+    segment is the adder tree)."""
+    return uop * cfg.outputs_per_uop + segment
 
 
 def tgemv_lane(cfg: TsarConfig, lane: int) -> tuple[int, int]:
-    """``(tree, block)`` of a lane in TGEMV."""
+    """``(segment, block)`` of a lane in TGEMV (for ``s = F``: ``(tree, block)``)."""
     return divmod(lane, cfg.s)
 
 
-def _word_place(cfg: TsarConfig, block: int, sparse: bool, pattern: int) -> tuple[int, int]:
-    """(group register, word) of ``D_b[p]`` / ``S_b[p]``."""
-    g = block * cfg.block_words + (cfg.patterns if sparse else 0) + pattern
-    return divmod(g, cfg.lanes)
+@dataclass(frozen=True)
+class TgemvUop:
+    """One TGEMV uop. Lane ``l`` computes ``D_b[idxD(j,b)] - S_b[idxS(j,b)]`` for
+    ``(j, b) = lanes[l]``; segment ``q`` (lanes ``q*s .. q*s+s-1``) is reduced with accumulator word
+    ``outputs[q]`` by adder tree ``trees[q]`` and written back to that word."""
+
+    outputs: tuple[int, ...]
+    lanes: tuple[tuple[int, int], ...]
+    trees: tuple[int, ...]
+
+
+@cache
+def tgemv_schedule(cfg: TsarConfig) -> tuple[TgemvUop, ...]:
+    """The TGEMV uops of ``cfg``, in issue order."""
+    check_tgemv(cfg)
+    uops = []
+    for u in range(cfg.tgemv_uops):
+        outputs = tuple(tgemv_output(cfg, u, q) for q in range(cfg.outputs_per_uop))
+        lanes = []
+        for lane in range(cfg.lanes):
+            segment, block = tgemv_lane(cfg, lane)
+            lanes.append((outputs[segment], block))
+        tree_of = tuple(q * cfg.s // ADDER_TREE_FAN_IN for q in range(cfg.outputs_per_uop))
+        uops.append(TgemvUop(outputs, tuple(lanes), tree_of))
+    done = sorted(j for uop in uops for j in uop.outputs)
+    if done != list(range(cfg.m)):
+        raise ScheduleError(f"{cfg.name}: TGEMV uops finish outputs {done}, not 0..{cfg.m - 1}")
+    return tuple(uops)
+
+
+def _word_place(cfg: TsarConfig, block: int, table: str, pattern: int) -> tuple[int, int]:
+    """(group register, word) of entry ``pattern`` of table ``table`` of block ``block``."""
+    return divmod(cfg.word_index(block, table, pattern), cfg.lanes)
 
 
 def _bits(p: int) -> list[int]:
     return [i for i in range(p.bit_length()) if p >> i & 1]
+
+
+def _mask(bits: list[int]) -> int:
+    return sum(1 << i for i in bits)
 
 
 def _direct(cfg: TsarConfig, block: int, plus: list[int], minus: list[int]) -> LaneStep | None:
@@ -149,80 +219,121 @@ def _direct(cfg: TsarConfig, block: int, plus: list[int], minus: list[int]) -> L
     return LaneStep(LaneOp.ADD, act[plus[0]], act[plus[1]] if len(plus) == 2 else ZERO)
 
 
-def _step(cfg: TsarConfig, reg: int, block: int, sparse: bool, p: int) -> tuple[LaneStep, int | None]:
-    """Lane step for one word, and the group register it reads back (if any)."""
+def _step(cfg: TsarConfig, reg: int, block: int, table: str, p: int) -> tuple[LaneStep, int | None]:
+    """Lane step for entry ``p`` of table ``table`` (``"D"``/``"S"``) of ``block``, and the group
+    register it reads back (if any)."""
     full = cfg.patterns - 1
     on = _bits(p)
     off = [i for i in range(cfg.c) if i not in on]
 
-    def lane_of(sp: bool, q: int) -> Source:
-        r, w = _word_place(cfg, block, sp, q)
+    def act(i: int) -> Source:
+        return Source(SrcKind.ACT, block * cfg.c + i)
+
+    def lane_of(tab: str, q: int) -> Source:
+        r, w = _word_place(cfg, block, tab, q)
         if r != reg:
-            raise ScheduleError(f"{cfg.name}: word {'S' if sp else 'D'}[{q}] is not in the same register")
+            raise ScheduleError(f"{cfg.name}: word {tab}[{q}] is not in the same register")
         return Source(SrcKind.LANE, w)
 
-    if sparse:
+    if table == "S":
         step = _direct(cfg, block, on, [])
         if step is not None:
             return step, None
         if cfg.c > 4:
             raise ScheduleError(f"{cfg.name}: S words of more than four terms")
         lo, hi = p & 0b11, p & ~0b11 & full  # S[p] = S[lo] + S[hi], each at most two terms
-        a = lane_of(True, lo) if len(_bits(lo)) == 2 else Source(SrcKind.ACT, block * cfg.c + _bits(lo)[0])
-        b = lane_of(True, hi) if len(_bits(hi)) == 2 else Source(SrcKind.ACT, block * cfg.c + _bits(hi)[0])
+        a = lane_of("S", lo) if len(_bits(lo)) == 2 else act(_bits(lo)[0])
+        b = lane_of("S", hi) if len(_bits(hi)) == 2 else act(_bits(hi)[0])
         return LaneStep(LaneOp.ADD, a, b), None
     step = _direct(cfg, block, on, off)
     if step is not None:
         return step, None
     if cfg.c == 2:  # D[0] = -(a0 + a1) = 0 - D[3]
-        return LaneStep(LaneOp.SUB, ZERO, lane_of(False, full)), None
+        return LaneStep(LaneOp.SUB, ZERO, lane_of("D", full)), None
+    if cfg.c == 3:  # a two-term S word of the same register +- the third activation
+        if len(on) >= 2:
+            rest = (on[2:] + off)[0]
+            return LaneStep(LaneOp.ADD if rest in on else LaneOp.SUB, lane_of("S", _mask(on[:2])),
+                            act(rest)), None
+        if on:
+            return LaneStep(LaneOp.SUB, act(on[0]), lane_of("S", _mask(off))), None
+        return LaneStep(LaneOp.SUB, ZERO, lane_of("S", full)), None  # S[full] is forwarded itself
     # D[p] = 2*S[p] - S[all]: read back the S register written by an earlier uop.
-    s_reg, s_word = _word_place(cfg, block, True, p)
-    t_reg, t_word = _word_place(cfg, block, True, full)
+    s_reg, s_word = _word_place(cfg, block, "S", p)
+    t_reg, t_word = _word_place(cfg, block, "S", full)
     if s_reg == reg or t_reg != s_reg:
         raise ScheduleError(f"{cfg.name}: c={cfg.c} needs the S table in a register of its own")
     return (LaneStep(LaneOp.SUB, Source(SrcKind.GROUP, s_word, s_reg, 1),
                      Source(SrcKind.GROUP, t_word, t_reg)), s_reg)
 
 
+def chain_depth(steps: tuple[LaneStep, ...]) -> list[int]:
+    """Per lane of one uop: lane operations chained in the cycle to produce its result (1: none
+    forwarded; 2: reads a lane that reads none; ...)."""
+    depth: dict[int, int] = {}
+
+    def of(lane: int, seen: tuple[int, ...] = ()) -> int:
+        if lane in seen:
+            raise ScheduleError(f"lane {lane} forwards to itself")
+        if lane not in depth:
+            step = steps[lane]
+            inner = [of(s.index, (*seen, lane)) for s in (step.a, step.b) if s.kind is SrcKind.LANE]
+            depth[lane] = 1 + max(inner, default=0)
+        return depth[lane]
+
+    return [of(lane) for lane in range(len(steps))]
+
+
+def _word_name(cfg: TsarConfig, word: int) -> str:
+    block, table, pattern = cfg.word_meaning(word)
+    return f"{table}{block}[{pattern}]"
+
+
 @cache
-def tlut_schedule(cfg: TsarConfig) -> tuple[TlutUop, ...]:
-    """The TLUT uops of ``cfg``, in issue order (one per group register)."""
+def tlut_schedule(cfg: TsarConfig, lane_chain: int = LANE_CHAIN) -> tuple[TlutUop, ...]:
+    """The TLUT uops of ``cfg``, in issue order (one per group register). ``lane_chain``: the most
+    lane operations the datapath may chain in one cycle (:data:`LANE_CHAIN`); a configuration whose
+    words need longer chains raises :class:`ScheduleError`."""
+    _check_tables(cfg)
     regs: dict[int, tuple[LaneStep, ...]] = {}
     needs: dict[int, set[int]] = {}
     for reg in range(cfg.group_regs):
         steps, deps = [], set()
         for w in range(cfg.lanes):
-            block, e = divmod(reg * cfg.lanes + w, cfg.block_words)
-            step, dep = _step(cfg, reg, block, e >= cfg.patterns, e % cfg.patterns)
+            block, table, pattern = cfg.word_meaning(reg * cfg.lanes + w)
+            step, dep = _step(cfg, reg, block, table, pattern)
             steps.append(step)
             if dep is not None:
                 deps.add(dep)
         regs[reg], needs[reg] = tuple(steps), deps
+        depth = chain_depth(regs[reg])
+        if max(depth) > lane_chain:
+            word = reg * cfg.lanes + depth.index(max(depth))
+            raise ScheduleError(f"{cfg.name}: {_word_name(cfg, word)} chains {max(depth)} lane "
+                                f"operations in one cycle; the lanes chain at most {lane_chain}")
     order: list[int] = []
     while len(order) < len(regs):  # registers read back are written first; else register order
         ready = [r for r in regs if r not in order and needs[r] <= set(order)]
         order.append(min(ready, key=lambda r: (not any(r in needs[x] for x in regs), r)))
     uops = tuple(TlutUop(r, regs[r]) for r in order)
-    assert len(uops) == cfg.tlut_uops
-    for uop in uops:  # lane forwarding stays two lanes deep
-        for step in uop.steps:
-            for src in (step.a, step.b):
-                if src.kind is SrcKind.LANE:
-                    inner = uop.steps[src.index]
-                    assert SrcKind.LANE not in (inner.a.kind, inner.b.kind), cfg.name
+    if len(uops) != cfg.tlut_uops:
+        raise ScheduleError(f"{cfg.name}: {len(uops)} TLUT uops, the ISA says {cfg.tlut_uops}")
     return uops
 
 
-def _wrap16(x: np.ndarray) -> np.ndarray:
-    return ((x + (1 << (LANE_BITS - 1))) % (1 << LANE_BITS)) - (1 << (LANE_BITS - 1))
+def _wrap(x: np.ndarray, bits: int) -> np.ndarray:
+    """Two's-complement wrap-around of ``x`` to ``bits`` (signed, int64)."""
+    return ((x + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
 
 
-def run_tlut_schedule(cfg: TsarConfig, activations: np.ndarray) -> np.ndarray:
-    """Execute :func:`tlut_schedule` in numpy: ``(..., k)`` int8 -> ``(..., group_words)`` int16."""
+def run_tlut_schedule(cfg: TsarConfig, activations: np.ndarray,
+                      lane_chain: int = LANE_CHAIN) -> np.ndarray:
+    """Execute :func:`tlut_schedule` in numpy: ``(..., k)`` int8 -> ``(..., group_words)`` LUT words
+    (``cfg.lut_dtype``)."""
     act = np.asarray(activations).astype(np.int64)
     group = np.zeros((*act.shape[:-1], cfg.group_regs, cfg.lanes), np.int64)
-    for uop in tlut_schedule(cfg):
+    bits = cfg.lut_bits
+    for uop in tlut_schedule(cfg, lane_chain):
         results: dict[int, np.ndarray] = {}
 
         def value(src: Source, results: dict[int, np.ndarray] = results) -> np.ndarray:
@@ -233,7 +344,7 @@ def run_tlut_schedule(cfg: TsarConfig, activations: np.ndarray) -> np.ndarray:
             if src.kind is SrcKind.LANE:
                 return results[src.index]
             if src.kind is SrcKind.GROUP:
-                return _wrap16(group[..., src.reg, src.index] << src.shift)
+                return _wrap(group[..., src.reg, src.index] << src.shift, bits)
             raise AssertionError(src)
 
         pending = list(range(cfg.lanes))
@@ -244,33 +355,61 @@ def run_tlut_schedule(cfg: TsarConfig, activations: np.ndarray) -> np.ndarray:
                 if any(d not in results for d in deps):
                     continue
                 a, b = value(step.a), value(step.b)
-                results[lane] = _wrap16(a + b if step.op is LaneOp.ADD else a - b)
+                results[lane] = _wrap(a + b if step.op is LaneOp.ADD else a - b, bits)
                 pending.remove(lane)
         group[..., uop.reg, :] = np.stack([results[w] for w in range(cfg.lanes)], axis=-1)
-    return group.reshape(*act.shape[:-1], cfg.group_words).astype(np.int16)
+    return group.reshape(*act.shape[:-1], cfg.group_words).astype(cfg.lut_dtype)
 
 
 def run_tgemv_schedule(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray,
                        weights: np.ndarray) -> np.ndarray:
-    """Execute the TGEMV uops in numpy (lanes, then trees, then write-back), like the RTL does."""
-    from tsar.isa.semantics import weight_codes
-
-    check_tgemv(cfg)
+    """Execute :func:`tgemv_schedule` in numpy (lanes, then trees, then write-back), like the RTL
+    does: lane results wrap to ``lut_bits``, each sum to ``acc_bits``; returns ``cfg.acc_dtype``."""
     acc = np.asarray(acc).astype(np.int64).copy()
     table = np.asarray(group).astype(np.int64)
-    codes = weight_codes(cfg, weights)  # (..., m, s)
-    for uop in range(cfg.tgemv_uops):
-        for tree in range(trees(cfg)):
-            j = tgemv_output(cfg, uop, tree)
-            total = acc[..., j]
-            for block in range(cfg.s):
-                code = codes[..., j, block]
-                base = block * cfg.block_words
-                d = np.take_along_axis(table, (base + (code & (cfg.patterns - 1)))[..., None], -1)[..., 0]
-                s = np.take_along_axis(table, (base + cfg.patterns + (code >> cfg.c))[..., None], -1)[..., 0]
-                total = total + _wrap16(d - s)
-            acc[..., j] = _wrap16(total)
-    return acc.astype(np.int16)
+    idx_d, idx_s = cfg.code_indices(semantics.weight_codes(cfg, weights))  # (..., m, s) each
+
+    def word(index: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(table, index[..., None], -1)[..., 0]
+
+    for uop in tgemv_schedule(cfg):
+        lanes = [_wrap(word(cfg.word_index(b, "D", idx_d[..., j, b]))
+                       - word(cfg.word_index(b, "S", idx_s[..., j, b])), cfg.lut_bits)
+                 for j, b in uop.lanes]
+        for q, j in enumerate(uop.outputs):
+            total = acc[..., j] + sum(lanes[q * cfg.s:(q + 1) * cfg.s])
+            acc[..., j] = _wrap(total, cfg.acc_bits)
+    return acc.astype(cfg.acc_dtype)
+
+
+def check_schedules(cfg: TsarConfig, samples: int = 2000, seed: int = 0,
+                    lane_chain: int = LANE_CHAIN) -> None:
+    """Check the TLUT and TGEMV schedules of ``cfg`` against the golden semantics
+    (:func:`tsar.isa.semantics.tlut` / :func:`~tsar.isa.semantics.tgemv`) on ``samples`` random
+    operands: random int8 activations, LUT groups as TLUT writes them, random accumulators over the
+    whole ``acc_bits`` range and random weight bytes (any code, including ones a packer never emits).
+
+    Raises :class:`ScheduleError` (a ValueError) when a schedule does not exist, AssertionError when
+    one computes something else than the ISA."""
+    rng = np.random.default_rng(seed)
+    act = rng.integers(-128, 128, (samples, cfg.k)).astype(np.int8)
+    group = semantics.tlut(cfg, act)
+    _compare(cfg, "TLUT", run_tlut_schedule(cfg, act, lane_chain), group)
+    acc = rng.integers(-cfg.acc_max - 1, cfg.acc_max + 1, (samples, cfg.m)).astype(cfg.acc_dtype)
+    weights = rng.integers(0, 256, (samples, cfg.weight_bytes)).astype(np.uint8)
+    _compare(cfg, "TGEMV", run_tgemv_schedule(cfg, acc, group, weights),
+             semantics.tgemv(cfg, acc, group, weights))
+
+
+def _compare(cfg: TsarConfig, what: str, got: np.ndarray, want: np.ndarray) -> None:
+    if got.shape != want.shape or got.dtype != want.dtype:
+        raise AssertionError(f"{cfg.name}: {what} schedule gives {got.dtype}{list(got.shape)}, the ISA "
+                             f"{want.dtype}{list(want.shape)}")
+    bad = np.argwhere(got != want)
+    if len(bad):
+        at = tuple(int(i) for i in bad[0])
+        raise AssertionError(f"{cfg.name}: {what} schedule differs from the ISA in {len(bad)} words; "
+                             f"first at {at}: {got[at]} != {want[at]}")
 
 
 def format_schedule(cfg: TsarConfig) -> str:
@@ -279,12 +418,16 @@ def format_schedule(cfg: TsarConfig) -> str:
     for n, uop in enumerate(tlut_schedule(cfg)):
         lines.append(f"  uop {n}: writes group register {uop.reg}")
         for w, step in enumerate(uop.steps):
-            block, e = divmod(uop.reg * cfg.lanes + w, cfg.block_words)
-            name = f"{'S' if e >= cfg.patterns else 'D'}{block}[{e % cfg.patterns}]"
+            name = _word_name(cfg, uop.reg * cfg.lanes + w)
             lines.append(f"    lane {w:2}: {name:8} = {step}")
-    lines.append(f"{cfg.tgemv_mnemonic}: {cfg.tgemv_uops} uops, {trees(cfg)} outputs each")
-    for u in range(cfg.tgemv_uops):
-        outs = [tgemv_output(cfg, u, t) for t in range(trees(cfg))]
-        lines.append(f"  uop {u}: lanes l=t*{cfg.s}+b compute D_b[idxD(j,b)] - S_b[idxS(j,b)]; "
-                     f"tree t adds acc[j] for j = {outs}")
+    lines.append(f"{cfg.tgemv_mnemonic}: {cfg.tgemv_uops} uops, {cfg.outputs_per_uop} outputs each")
+    split = tree_segments(cfg)
+    for u, uop in enumerate(tgemv_schedule(cfg)):
+        outs = list(uop.outputs)
+        if split == 1:
+            lines.append(f"  uop {u}: lanes l=t*{cfg.s}+b compute D_b[idxD(j,b)] - S_b[idxS(j,b)]; "
+                         f"tree t adds acc[j] for j = {outs}")
+        else:
+            lines.append(f"  uop {u}: lanes l=q*{cfg.s}+b compute D_b[idxD(j,b)] - S_b[idxS(j,b)]; "
+                         f"tree q//{split}, split in {split}, adds segment q and acc[j] for j = {outs}")
     return "\n".join(lines)

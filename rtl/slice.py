@@ -8,10 +8,10 @@ from amaranth.hdl import Cat, Const, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tsar.isa.config import ADDER_TREE_FAN_IN, LANE_BITS, TsarConfig
+from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
 
 from .adder_tree import AdderTrees
-from .alu import AluLanes
+from .alu import LANE_BITS, WIDE_BITS, AluLanes
 from .base import REG_BITS, Decode, WriteBack, issue_signature
 from .extension import OperandPlan, TsarOperandMux, TsarSequencer, TsarWriteBackMux
 
@@ -23,7 +23,8 @@ TSAR_BLOCKS = ("tsar_operands", "tsar_writeback", "tsar_sequencer")
 
 
 class SimdSlice(wiring.Component):
-    """One SIMD slice of ``vector_bits // 16`` 16-bit lanes and ``lanes // 4`` adder trees.
+    """One SIMD slice of ``vector_bits // LANE_BITS`` ALU lanes (:data:`~tsar.rtl.alu.LANE_BITS`: 16)
+    and ``lanes // ADDER_TREE_FAN_IN`` adder trees.
 
     ``tsar`` lists the T-SAR configurations the slice executes (empty: the base slice). The
     register file is outside: the slice drives read addresses (``dst``, ``src1``, ``src2``, and for
@@ -82,7 +83,7 @@ class SimdSlice(wiring.Component):
                 *(lanes.op[i].eq(decode.lane_op) for i in range(self.lanes)),
                 *(lanes.a[i].eq(src1.word_select(i, LANE_BITS)) for i in range(self.lanes)),
                 *(lanes.b[i].eq(src2.word_select(i, LANE_BITS)) for i in range(self.lanes)),
-                *(trees.acc[t].eq(dst.word_select(t, 2 * LANE_BITS)) for t in range(self.trees)),
+                *(trees.acc[t].eq(dst.word_select(t, WIDE_BITS)) for t in range(self.trees)),
                 self.wb_en.eq(decode.wb_en), self.wb_addr.eq(ir.dst), self.wb_data.eq(wb.data),
             ]
             return m

@@ -1,11 +1,12 @@
 """Pre-decoded instructions and the blocks the Python layer executes.
 
-Each guest address is decoded once (iced-x86, or :mod:`tsar.isa.codec` for the T-SAR map) into an
-:class:`Insn` holding a pre-built closure. A :class:`Block` is a straight run of instructions the
-Python layer can execute, ended by a ``jmp``/``jcc`` it follows itself or by the first instruction
-it leaves to Unicorn. Runs of T-SAR instructions inside a block execute as one batch when that is
-exact (:mod:`tsar.sim.tsar_exec`). Execution counts are kept per block; per-instruction
-statistics are derived from them at the end of a run, so batching does not change them.
+Each guest address is decoded once (:mod:`tsar.isa.stream`: iced-x86, or :mod:`tsar.isa.codec`
+for the T-SAR map) into an :class:`Insn` holding a pre-built closure. A :class:`Block` is a
+straight run of instructions the Python layer can execute, ended by a ``jmp``/``jcc`` it follows
+itself or by the first instruction it leaves to Unicorn. Runs of T-SAR instructions inside a block
+execute as one batch when that is exact (:mod:`tsar.sim.tsar_exec`). Execution counts are kept per
+block; per-instruction statistics are derived from them at the end of a run, so batching does not
+change them.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from dataclasses import dataclass, field
 
 import iced_x86 as iced
 
-from tsar.isa import codec
+from tsar.isa.stream import MAX_LENGTH, decode_one
 
-from .decode import decode, is_vex, mnemonic, text
+from .decode import is_vex, mnemonic
 from .errors import GuestFault
 from .scalar import branch_target_fn, compile_scalar
 from .state import CpuState
@@ -57,27 +58,27 @@ def _raiser(fault: GuestFault) -> Callable[[], None]:
 
 
 def decode_insn(st: CpuState, address: int, trace: bool = False) -> Insn:
-    """Decode and compile the instruction at ``address``.
+    """Decode (:func:`tsar.isa.stream.decode_one`) and compile the instruction at ``address``.
 
     VEX and T-SAR instructions always get a closure: one that raises #UD when the encoding is
     invalid or outside the coverage (Unicorn must never execute them).
     """
-    code = st.mem.read(address, 15) if address + 15 <= st.mem.end else \
+    code = st.mem.read(address, MAX_LENGTH) if address + MAX_LENGTH <= st.mem.end else \
         st.mem.read(address, st.mem.end - address)
-    if codec.is_tsar(code):
-        try:
-            inst = codec.decode(code)
-        except codec.InvalidInstruction as exc:
-            fault = GuestFault("ud", f"invalid T-SAR encoding: {exc}")
+    d = decode_one(code, 0, address)
+    if d.is_tsar:
+        inst = d.tsar
+        if inst is None:
+            fault = GuestFault("ud", f"invalid T-SAR encoding: {d.error}")
             return Insn(address, 1, "(bad t-sar)", TSAR, f"(bad) {code[:6].hex(' ')}", _raiser(fault),
                         error=fault)
-        comp = compile_tsar(inst, address + inst.length, st)
-        return Insn(address, inst.length, inst.mnemonic, TSAR, str(inst), comp.run,
+        comp = compile_tsar(inst, d.next, st)
+        return Insn(address, d.length, inst.mnemonic, TSAR, d.asm, comp.run,
                     comp.bytes_read, comp.bytes_written, inst.spec.uops, tsar=tsar_op(inst))
-    ins = decode(code, address)
-    if ins.is_invalid:
+    ins = d.x86
+    if ins is None:
         return Insn(address, 1, "(bad)", SCALAR, "(bad)")
-    name, txt = mnemonic(ins), text(ins)
+    name, txt = mnemonic(ins), d.asm
     if is_vex(ins):
         try:
             comp = compile_vector(ins, st, trace)

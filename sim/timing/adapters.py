@@ -6,8 +6,10 @@
   ``rflags_read`` / ``rflags_modified``. ``lea`` is named by addressing mode like the tables
   (``lea_b_i_d8``).
 * T-SAR instructions (:func:`form_from_tsar`) from :class:`tsar.isa.codec.TsarInstruction`:
-  register groups expand to every register of the group.
-* :func:`decode_forms` decodes a byte string mixing x86 and T-SAR encodings.
+  registers read and written from its ``registers_read`` / ``registers_written`` (register groups
+  expand to every register of the group).
+* :func:`form_from_decoded` / :func:`form_at` / :func:`decode_forms`: from the records of
+  :mod:`tsar.isa.stream`, the one decoder of byte strings mixing x86 and T-SAR encodings.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     import iced_x86
 
     from tsar.isa.codec import TsarInstruction
+    from tsar.isa.stream import Decoded
 
 
 @cache
@@ -144,54 +147,52 @@ def form_from_iced(instr: iced_x86.Instruction) -> InstructionForm:
 
 
 def form_from_tsar(inst: TsarInstruction, address: int | None = None) -> InstructionForm:
-    """An :class:`InstructionForm` from a T-SAR instruction (register groups expanded)."""
-    from tsar.isa.operands import Memory, Register
+    """An :class:`InstructionForm` from a T-SAR instruction: registers read and written as the ISA
+    states them (:attr:`~tsar.isa.codec.TsarInstruction.registers_read` /
+    :attr:`~tsar.isa.codec.TsarInstruction.registers_written`, register groups expanded), address
+    registers from its :attr:`~tsar.isa.codec.TsarInstruction.memory_operand`."""
+    from tsar.isa.operands import Memory
 
-    kinds, reads, writes, addr = [], [], [], []
+    kinds: list[str] = []
     mem_r = 0
     for spec, value in zip(inst.spec.operands, inst.operands, strict=True):
-        if isinstance(value, Register):
-            kinds.append(value.cls)
-            regs = [f"v{value.num + j}" for j in range(spec.regs)]
-            if "r" in spec.access:
-                reads += regs
-            if "w" in spec.access:
-                writes += regs
-        elif isinstance(value, Memory):
+        if isinstance(value, Memory):
             kinds.append(f"m{spec.mem_bytes * 8}")
             mem_r += spec.mem_bytes or 0
-            addr += [r for r in (value.base, value.index) if r and r != "rip"]
+        else:
+            kinds.append(value.cls)
+    mem = inst.memory_operand
+    addr = [r for r in (mem.base, mem.index) if r and r != "rip"] if mem is not None else []
     return InstructionForm(
-        mnemonic=inst.mnemonic, operands=tuple(kinds), reads=tuple(reads), writes=tuple(writes),
+        mnemonic=inst.mnemonic, operands=tuple(kinds),
+        reads=tuple(f"v{r.num}" for r in inst.registers_read if r.cls != "gpr"),
+        writes=tuple(f"v{r.num}" for r in inst.registers_written),
         address_reads=tuple(addr), mem_read_bytes=mem_r, address=address, text=str(inst))
+
+
+def form_from_decoded(decoded: Decoded) -> InstructionForm:
+    """An :class:`InstructionForm` from one :mod:`tsar.isa.stream` record (x86 or T-SAR).
+    Raises :class:`~tsar.isa.codec.InvalidInstruction` (a ValueError) for undecodable bytes."""
+    decoded.check()
+    if decoded.tsar is not None:
+        return form_from_tsar(decoded.tsar, decoded.address)
+    return form_from_iced(decoded.x86)
 
 
 def form_at(code: bytes, offset: int, ip: int = 0) -> tuple[InstructionForm, int]:
     """Decode the instruction at ``code[offset]`` (address ``ip + offset``, x86 or T-SAR) into a
     form; returns ``(form, length)``. Raises ValueError for undecodable bytes."""
-    import iced_x86 as ix
+    from tsar.isa.stream import decode_one
 
-    from tsar.isa.codec import decode as tsar_decode
-    from tsar.isa.codec import is_tsar
-
-    if is_tsar(code, offset):
-        inst = tsar_decode(code, offset)
-        return form_from_tsar(inst, ip + offset), inst.length or 0
-    instr = ix.Decoder(64, code[offset:offset + 15], ip=ip + offset).decode()
-    if instr.is_invalid:
-        raise ValueError(f"undecodable bytes at {ip + offset:#x}: {code[offset:offset + 8].hex()}")
-    return form_from_iced(instr), instr.len
+    decoded = decode_one(code, offset, ip)
+    return form_from_decoded(decoded), decoded.length
 
 
 def decode_forms(code: bytes, ip: int = 0) -> list[InstructionForm]:
     """Decode x86-64 code that may contain T-SAR instructions into forms (program order)."""
-    forms: list[InstructionForm] = []
-    offset = 0
-    while offset < len(code):
-        form, length = form_at(code, offset, ip)
-        forms.append(form)
-        offset += length
-    return forms
+    from tsar.isa.stream import decode_stream
+
+    return [form_from_decoded(d) for d in decode_stream(code, ip)]
 
 
 def profile_from_counts(code: bytes, ip: int, counts: Mapping[int, float], name: str = "",
@@ -229,6 +230,5 @@ def profile_from_iced(instrs: Iterable[iced_x86.Instruction],
     return profile_from_forms([form_from_iced(i) for i in instrs], counts, iterations, name)
 
 
-__all__ = ["LoopEntry", "decode_forms", "form_at", "form_from_iced", "form_from_tsar", "profile_from_counts",
-           "profile_from_forms",
-           "profile_from_iced", "register_kind"]
+__all__ = ["LoopEntry", "decode_forms", "form_at", "form_from_decoded", "form_from_iced", "form_from_tsar",
+           "profile_from_counts", "profile_from_forms", "profile_from_iced", "register_kind"]

@@ -3,15 +3,16 @@
 :func:`predict` turns the simulator's per-address execution counts (``Stats.per_address``) of one
 call into a time on a :class:`~tsar.sim.platforms.Platform`:
 
-1. **Loops** (:func:`find_loops`). Every executed instruction inside ``code`` is decoded (x86 or
-   T-SAR). A taken-backwards direct branch (conditional or unconditional jump whose target lies
-   at or before the branch and inside ``code``) is a back edge; the loop it closes spans
-   ``[target, end of the branch)``. Back edges with the same target form one loop (the body ends
-   at the last of them); loops that overlap without nesting (irreducible layouts) are merged.
-   Every executed instruction belongs to the innermost loop whose range contains it, or else to
-   the *straight-line* part. Iterations of a loop = ``max(count of its first instruction, count
-   of its last back-edge branch)``: the first instruction runs once per iteration in a
-   top-entered loop, the bottom branch once per iteration in a loop entered at its test.
+1. **Loops** (:func:`find_loops`). Every executed instruction inside ``code`` is decoded once (x86
+   or T-SAR, :mod:`tsar.isa.stream`); loops and core bounds share the result. A taken-backwards
+   direct branch (conditional or unconditional jump whose target lies at or before the branch and
+   inside ``code``) is a back edge; the loop it closes spans ``[target, end of the branch)``. Back
+   edges with the same target form one loop (the body ends at the last of them); loops that overlap
+   without nesting (irreducible layouts) are merged. Every executed instruction belongs to the
+   innermost loop whose range contains it, or else to the *straight-line* part. Iterations of a
+   loop = ``max(count of its first instruction, count of its last back-edge branch)``: the first
+   instruction runs once per iteration in a top-entered loop, the bottom branch once per iteration
+   in a loop entered at its test.
 2. **Core cycles**. Each loop's own instructions (inner loops excluded) become a
    :class:`~tsar.sim.timing.profile.LoopProfile` with per-iteration weights ``count / iterations``;
    :func:`~tsar.sim.timing.core.core_bound` gives cycles per iteration (ports, front end, taken
@@ -36,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .adapters import form_at
+from .adapters import form_from_decoded
 from .core import CoreBound, core_bound
 from .memory import DataStream, MemoryTime, kernel_time
 from .profile import InstructionForm, LoopProfile
@@ -138,21 +139,26 @@ class _Decoded:
 
 
 def _decode(code: bytes, code_address: int, address: int) -> _Decoded:
+    """The instruction at ``address``, decoded once (:func:`tsar.isa.stream.decode_one`)."""
     import iced_x86 as ix
 
-    from tsar.isa.codec import is_tsar
+    from tsar.isa.stream import decode_one
 
-    offset = address - code_address
-    form, length = form_at(code, offset, code_address)
-    if is_tsar(code, offset):
-        return _Decoded(form, length, None, False)
-    instr = ix.Decoder(64, code[offset:offset + 15], ip=address).decode()
+    decoded = decode_one(code, address - code_address, code_address)
+    form = form_from_decoded(decoded)
+    instr = decoded.x86
+    if instr is None:  # T-SAR: neither a branch nor a call
+        return _Decoded(form, decoded.length, None, False)
     fc = instr.flow_control
     target = None
     if fc in (ix.FlowControl.CONDITIONAL_BRANCH, ix.FlowControl.UNCONDITIONAL_BRANCH) and \
             instr.op0_kind in (ix.OpKind.NEAR_BRANCH16, ix.OpKind.NEAR_BRANCH32, ix.OpKind.NEAR_BRANCH64):
         target = instr.near_branch_target
-    return _Decoded(form, length, target, fc in (ix.FlowControl.CALL, ix.FlowControl.INDIRECT_CALL))
+    return _Decoded(form, decoded.length, target, fc in (ix.FlowControl.CALL, ix.FlowControl.INDIRECT_CALL))
+
+
+def _decode_executed(code: bytes, code_address: int, executed: Mapping[int, float]) -> dict[int, _Decoded]:
+    return {a: _decode(code, code_address, a) for a in sorted(executed)}
 
 
 def _executed(code: bytes, code_address: int, counts: Mapping[int, float]) -> dict[int, float]:
@@ -169,7 +175,12 @@ def find_loops(code: bytes, code_address: int, counts: Mapping[int, float]) -> t
     and ``iterations`` set. Method: module docstring.
     """
     executed = _executed(code, code_address, counts)
-    decoded = {a: _decode(code, code_address, a) for a in sorted(executed)}
+    return _find_loops(code_address, executed, _decode_executed(code, code_address, executed))
+
+
+def _find_loops(code_address: int, executed: Mapping[int, float],
+                decoded: Mapping[int, _Decoded]) -> tuple[list[Loop], list[int]]:
+    """:func:`find_loops` on the executed instructions, decoded (in address order)."""
     by_header: dict[int, list[int]] = {}
     ends: dict[int, int] = {}
     for a, d in decoded.items():
@@ -343,8 +354,9 @@ def predict(stats: Stats, code: bytes, code_address: int, platform: Platform | s
     counts = _executed(code, code_address, stats.per_address)
     if not counts:
         raise ValueError("no executed instruction lies inside the given code range")
-    loops, straight = find_loops(code, code_address, counts)
-    forms = {a: form_at(code, a - code_address, code_address)[0] for a in counts}
+    decoded = _decode_executed(code, code_address, counts)
+    loops, straight = _find_loops(code_address, counts, decoded)
+    forms = {a: d.form for a, d in decoded.items()}
     notes: list[str] = []
     tsar_names = sorted({f.mnemonic for f in forms.values() if is_tsar_mnemonic(f.mnemonic)})
     if tsar_names:

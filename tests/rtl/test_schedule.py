@@ -3,14 +3,18 @@
 import numpy as np
 import pytest
 
-from tsar.isa import C2S4, C2S4_128, C4S4, TsarConfig, semantics
+from tsar.isa import C2S4, C2S4_128, C4S4, TsarConfig, config, semantics
+from tsar.rtl.extension import OperandPlan
 from tsar.rtl.schedule import (
+    LANE_CHAIN,
     ScheduleError,
     SrcKind,
+    check_schedules,
     check_tgemv,
     format_schedule,
     run_tgemv_schedule,
     run_tlut_schedule,
+    tgemv_schedule,
     tlut_schedule,
 )
 
@@ -65,3 +69,45 @@ def test_format_schedule_names_every_word():
     text = format_schedule(C2S4)
     assert "D0[0]    = zero - lane3" in text
     assert text.count("lane ") == C2S4.group_words
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+def test_check_schedules_of_registered_configs(cfg):
+    check_schedules(cfg)
+
+
+@pytest.fixture
+def c3s2():
+    """A test-only configuration whose s = 2 is a proper divisor of the adder trees' fan-in."""
+    cfg = config.register_config(TsarConfig("c3s2", c=3, s=2, vector_bits=256, slot=9))
+    yield cfg
+    unregister = getattr(config, "unregister_config", None)
+    if unregister is not None:
+        unregister(cfg.name)
+    else:
+        del config._REGISTRY[cfg.name]
+
+
+def test_split_tree_tgemv_schedule(c3s2):
+    """s = 2 < fan-in 4: each tree finishes two outputs, so a uop finishes lanes / s = 8 (the ISA's
+    outputs_per_uop) and TGEMV takes the ISA's 2 uops; the schedules match the golden semantics."""
+    assert (c3s2.m, c3s2.tgemv_uops, c3s2.outputs_per_uop) == (16, 2, 8)
+    uops = tgemv_schedule(c3s2)
+    assert [u.outputs for u in uops] == [tuple(range(8)), tuple(range(8, 16))]
+    assert uops[0].trees == (0, 0, 1, 1, 2, 2, 3, 3)
+    assert uops[1].lanes[:4] == ((8, 0), (8, 1), (9, 0), (9, 1))
+    # c = 3: D[0] = -(a0+a1+a2) shares its register with the S table and needs three chained lane
+    # operations; the datapath chains two, so the TLUT schedule exists only with a longer chain
+    with pytest.raises(ScheduleError, match="D0\\[0\\] chains 3 lane operations"):
+        check_schedules(c3s2)
+    check_schedules(c3s2, lane_chain=LANE_CHAIN + 1)
+    with pytest.raises(ValueError, match="split adder trees"):
+        OperandPlan(256, (c3s2,))
+
+
+def test_rtl_refuses_int32_accumulators():
+    """The RTL write-back merges 16-bit accumulator words: an acc_bits=32 configuration is refused,
+    naming the axis, rather than computed as int16."""
+    cfg = TsarConfig("c2s4-acc32", c=2, s=4, acc_bits=32)
+    with pytest.raises(ValueError, match="acc_bits=32"):
+        OperandPlan(256, (cfg,))

@@ -6,7 +6,7 @@ import pytest
 from tsar.isa import C2S4, C2S4_128, C4S4, instructions
 from tsar.rtl.base import BASE_OPS, SliceOp
 from tsar.rtl.bench import base_case, measured_cycles, random_cases, run_cases, tsar_case
-from tsar.rtl.reference import Instr, Machine, from_words, to_words
+from tsar.rtl.reference import Instr, SliceModel, from_words, to_words
 from tsar.rtl.unit import VectorUnit
 
 
@@ -24,7 +24,7 @@ def _expected(*cfgs):
 
 
 def test_reference_base_ops_against_numpy(rng):
-    m = Machine()
+    m = SliceModel()
     a, b, d = (rng.integers(-(1 << 15), 1 << 15, 16) for _ in range(3))
     m.regs[1], m.regs[2] = from_words(a), from_words(b)
     for op, want in ((SliceOp.VPADDW, a + b), (SliceOp.VPSUBW, a - b), (SliceOp.VPMULLW, a * b)):
@@ -35,6 +35,14 @@ def test_reference_base_ops_against_numpy(rng):
     acc = to_words(from_words(d), 4, 32)
     want = (acc + (a * b).reshape(4, 4).sum(1)).astype(np.int32)
     np.testing.assert_array_equal(to_words(m.regs[4], 8, 32), [*want, 0, 0, 0, 0])
+
+
+def test_reference_registers_come_from_the_isa():
+    assert Instr(SliceOp.TLUT, 8, 0, 3, C4S4).writes() == tuple(range(8, 16))
+    assert Instr(SliceOp.TGEMV, 1, 8, 2, C4S4).writes() == (1,)
+    assert Instr(SliceOp.VPADDW, 5, 1, 2).writes() == (5,)
+    with pytest.raises(ValueError, match="misaligned"):
+        Instr(SliceOp.TLUT, 4, 0, 3, C4S4).writes()
 
 
 @pytest.mark.parametrize("bits", [256, 128])
