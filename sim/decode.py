@@ -67,7 +67,8 @@ def operands(ins: iced.Instruction) -> list[Operand]:
             elif _RX.is_gpr(reg):
                 high = _RX.is_gpr8(reg) and reg in (iced.Register.AH, iced.Register.CH,
                                                      iced.Register.DH, iced.Register.BH)
-                out.append(Operand("gpr", size, _RX.number(reg), high8=high))
+                # number of the full 64-bit register (iced numbers the 8-bit class al..r15l 0..19)
+                out.append(Operand("gpr", size, _RX.number(_RX.full_register(reg)), high8=high))
             else:
                 out.append(Operand("other", size, int(reg)))
         elif kind == _OK.MEMORY:

@@ -28,7 +28,10 @@ _NOPS = frozenset({"nop", "endbr64", "endbr32"})
 def _getter(op: Operand, st: CpuState, trace: bool) -> Callable[[], int] | None:
     """Unsigned value of a source operand, masked to its size."""
     g = st.gpr
-    if op.kind == "gpr" and not op.high8:
+    if op.kind == "gpr" and op.high8:  # ah, ch, dh, bh: bits 15:8 of the full register
+        n = op.reg
+        return lambda: (g[n] >> 8) & 0xFF
+    if op.kind == "gpr":
         n, mask = op.reg, (1 << (8 * op.size)) - 1
         if op.size == 8:
             return lambda: g[n]
