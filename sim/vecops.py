@@ -422,6 +422,33 @@ def _movsldup(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
     return np.repeat(d[..., 0::2], 2, axis=-1)
 
 
+def _movddup(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+    """vmovddup: the even qwords of the source, each twice (128: qw0 qw0; 256: qw0 qw0 qw2 qw2)."""
+    d = s[0].view(U64)
+    return np.repeat(d[..., 0:out // 8:2], 2, axis=-1)
+
+
+def _permil(dt: type, control: Callable[[np.ndarray], np.ndarray],
+            imm_select: Callable[[int, int], list[int]]) -> Op:
+    """vpermilps / vpermilpd: elements picked within each 128-bit lane by an immediate
+    (``imm_select(imm, per_lane)``, the same for every lane) or by a control vector (``control``
+    maps each control element to its index)."""
+    def fn(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+        data = _lanes(s[0]).view(dt)
+        if imm is None:
+            idx = control(_lanes(s[1]).view(dt)).astype(np.intp)
+            return _flat(np.ascontiguousarray(np.take_along_axis(data, idx, axis=-1)).view(U8))
+        n = data.shape[-1]
+        if dt is U32:
+            sel = imm_select(imm, n)
+            return _flat(np.ascontiguousarray(data[..., sel]).view(U8))
+        sel = np.array([[(imm >> (lane * n + i)) & 1 for i in range(n)]
+                        for lane in range(data.shape[-2])])
+        picked = np.take_along_axis(data, np.broadcast_to(sel, data.shape), axis=-1)
+        return _flat(np.ascontiguousarray(picked).view(U8))
+    return Op(fn)
+
+
 def _ptest(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
     """vptest: ZF = (a & b) == 0, CF = (~a & b) == 0; returns RFLAGS arithmetic bits (uint64)."""
     a, b = s[0].view(U64), s[1].view(U64)
@@ -536,7 +563,9 @@ def _build() -> dict[str, Op]:
     t["vpalignr"] = inlane(_palignr)
     t["vpslldq"] = inlane(_byte_shift(True))
     t["vpsrldq"] = inlane(_byte_shift(False))
-    t["vpshufd"] = t["vpermilps"] = inlane(_pshufd)
+    t["vpshufd"] = inlane(_pshufd)
+    t["vpermilps"] = _permil(U32, lambda c: c & 3, lambda imm, n: [(imm >> (2 * i)) & 3 for i in range(n)])
+    t["vpermilpd"] = _permil(U64, lambda c: (c >> 1) & 1, lambda imm, n: [])
     t["vpshuflw"] = inlane(_pshufw(False))
     t["vpshufhw"] = inlane(_pshufw(True))
     t["vshufps"] = inlane(_shufps)
@@ -554,7 +583,7 @@ def _build() -> dict[str, Op]:
     t["vinserti128"] = t["vinsertf128"] = Op(_insert128)
     for name, size in (("vpbroadcastb", 1), ("vpbroadcastw", 2), ("vpbroadcastd", 4),
                        ("vpbroadcastq", 8), ("vbroadcastss", 4), ("vbroadcastsd", 8),
-                       ("vbroadcasti128", 16), ("vbroadcastf128", 16), ("vmovddup", 8)):
+                       ("vbroadcasti128", 16), ("vbroadcastf128", 16)):
         t[name] = _broadcast(size)
     for src, dsts in (("b", "wdq"), ("w", "dq"), ("d", "q")):
         for dst in dsts:
@@ -577,6 +606,7 @@ def _build() -> dict[str, Op]:
     t["vmovhlps"] = Op(_movhlps)
     t["vmovshdup"] = Op(_movshdup)
     t["vmovsldup"] = Op(_movsldup)
+    t["vmovddup"] = Op(_movddup)
     t["vptest"] = Op(_ptest, writes_flags=True)
     return t
 
