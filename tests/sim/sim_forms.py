@@ -121,7 +121,8 @@ def forms() -> dict[str, list[str]]:
     f["vmovddup"] = ["vmovddup xmm1, xmm2", "vmovddup xmm1, qword ptr [rdx]", "vmovddup ymm1, ymm2",
                      "vmovddup ymm3, ymmword ptr [rdx + 8]"]
     f["vpermilps"] += ["vpermilps ymm1, ymm2, ymm3", "vpermilps xmm1, xmm2, xmm3",
-                       "vpermilps ymm4, ymm5, ymmword ptr [rdx + 4]", "vpermilps xmm4, xmm5, xmmword ptr [rdx]"]
+                       "vpermilps ymm4, ymm5, ymmword ptr [rdx + 4]",
+                       "vpermilps xmm4, xmm5, xmmword ptr [rdx]"]
     f["vpermilpd"] = [*_imm_forms("vpermilpd ymm1, ymm2, {imm}"), "vpermilpd xmm3, xmm4, 0x2",
                       "vpermilpd ymm5, ymmword ptr [rdx + 1], 0x9", "vpermilpd ymm1, ymm2, ymm3",
                       "vpermilpd xmm1, xmm2, xmm3", "vpermilpd ymm4, ymm5, ymmword ptr [rdx + 8]"]
