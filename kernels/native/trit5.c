@@ -107,16 +107,20 @@ AVX512_TARGET static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, 
     const tsar_weights *w = s->w;
     const int g = groups(w);
     const __m512i zero = _mm512_setzero_si512(), b64 = _mm512_set1_epi16(64);
-    for (int mb = m0 / 32; mb < m1 / 32; mb++) {
-        const int8_t *wb = (const int8_t *)w->w + (size_t)mb * g * 32;
-        for (int t = 0; t < s->n; t++) {
-            const int16_t *tab = (const int16_t *)(s->prep + s->prep_stride * t + tsar_round_up((size_t)g * 10, 64));
+    /* Tokens outer: one token's tables (256 B per group) stay in L1/L2 while the row blocks' weights
+     * (32 B per group) stream past; weights are prefetched non-temporally so that they do not evict
+     * the tables from L2 when they come from DRAM. */
+    for (int t = 0; t < s->n; t++) {
+        const int16_t *tab = (const int16_t *)(s->prep + s->prep_stride * t + tsar_round_up((size_t)g * 10, 64));
+        for (int mb = m0 / 32; mb < m1 / 32; mb++) {
+            const int8_t *wb = (const int8_t *)w->w + (size_t)mb * g * 32;
             __m512i lo = zero, hi = zero;
             for (int j0 = 0; j0 < g; j0 += 51) {
                 const int j1 = j0 + 51 < g ? j0 + 51 : g;
                 __m512i acc = zero;
                 for (int j = j0; j < j1; j++) {
                     const int16_t *tj = tab + 128 * j;
+                    if (!(j & 1)) _mm_prefetch((const char *)(wb + 32 * j + 2048), _MM_HINT_NTA);
                     const __m512i v = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(wb + 32 * j)));
                     const __mmask32 neg = _mm512_movepi16_mask(v);
                     const __m512i mag = _mm512_abs_epi16(v);
