@@ -154,6 +154,7 @@ def assemble(source: str, *, base: int = 0, filename: str = "<input>") -> Progra
     if _addresses(code, len(statements), list(labels)) != addresses:
         raise RuntimeError("internal: layout changed between assembler passes")
     code = code[: line_addr[-1] - base]
+    _check_output(statements, line_addr, code, base, filename)
 
     listing = [
         ListingEntry(st.number, line_addr[i], code[line_addr[i] - base: line_addr[i + 1] - base],
@@ -200,6 +201,7 @@ def _parse(source: str, filename: str) -> list[_Statement]:
             raise AssemblyError(filename, number, raw,
                                 f"unknown T-SAR mnemonic {word!r} (registered: {known})")
         elif body and not body.startswith("."):
+            _check_text(st, filename)
             _check_displacements(st, filename)
         statements.append(st)
     return statements
@@ -214,6 +216,52 @@ def _parse_tsar(st: _Statement, mnemonic: str, filename: str) -> codec.TsarInstr
         return inst
     except (syntax.SyntaxProblem, codec.EncodingError) as exc:
         raise AssemblyError(filename, st.number, st.raw, str(exc)) from None
+
+
+_ATT_RE = re.compile(r"(?:^|[\s,(])(?:%[a-z]|\$(?:-?\d|[a-z_]))", re.IGNORECASE)
+_HIGH8_RE = re.compile(r"\b[abcd]h\b", re.IGNORECASE)
+_REX_ONLY_RE = re.compile(r"\b(?:r(?:[89]|1[0-5])[bwd]?|spl|bpl|sil|dil)\b", re.IGNORECASE)
+_GPR64_RE = re.compile(r"\b(?:r[abcd]x|r[sd]i|r[sb]p)\b", re.IGNORECASE)
+
+
+def _check_text(st: _Statement, filename: str) -> None:
+    """Refuse text that keystone would silently mis-assemble or abort on: AT&T syntax (assembles
+    to nothing), unbalanced brackets (``[rdi`` becomes an absolute address), and a high-byte
+    register beside an operand that needs a REX prefix (keystone aborts the process)."""
+    body = st.body
+    if _ATT_RE.search(body):
+        raise AssemblyError(filename, st.number, st.raw,
+                            "AT&T syntax is not supported: write Intel syntax, destination first, "
+                            "without % and $ (e.g. 'mov rax, rdi')")
+    if body.count("[") != body.count("]") or re.search(r"\][^\[]*\]|\[[^\]]*\[", body):
+        raise AssemblyError(filename, st.number, st.raw, "unbalanced '[' and ']' in a memory operand")
+    high = _HIGH8_RE.search(body)
+    if high:
+        outside = _BRACKET_RE.sub("", body)
+        rex = _REX_ONLY_RE.search(body) or _GPR64_RE.search(outside)
+        if rex:
+            raise AssemblyError(filename, st.number, st.raw,
+                                f"{high.group(0)} cannot be encoded in an instruction that needs a REX "
+                                f"prefix (because of {rex.group(0)})")
+
+
+def _check_output(statements: list[_Statement], line_addr: list[int], code: bytes, base: int,
+                  filename: str) -> None:
+    """Every instruction line must produce bytes that decode back, whole, as valid x86."""
+    from .stream import decode_stream
+
+    for i, st in enumerate(statements):
+        if st.tsar is not None or not st.body or st.body.startswith("."):
+            continue
+        lo, hi = line_addr[i] - base, line_addr[i + 1] - base
+        if hi <= lo:
+            raise AssemblyError(filename, st.number, st.raw,
+                                "the statement produced no bytes (keystone did not understand it)")
+        for decoded in decode_stream(code[lo:hi], line_addr[i]):
+            if not decoded.valid:
+                raise AssemblyError(filename, st.number, st.raw,
+                                    f"the statement assembled to bytes that do not decode: "
+                                    f"{code[lo:hi].hex(' ')}")
 
 
 def _check_displacements(st: _Statement, filename: str) -> None:

@@ -125,6 +125,14 @@ def test_comments_labels_and_numbers() -> None:
 
 
 ERRORS = [
+    ("movq %rdi, %rax", "AT&T syntax is not supported"),     # keystone: no bytes, no error
+    ("add $1, %rax", "AT&T syntax is not supported"),
+    ("mov rax, [rdi", "unbalanced '[' and ']'"),           # keystone: movabs rax, [0]
+    ("mov rax, rdi]", "unbalanced"),
+    # keystone aborts the whole process on this one
+    ("movsx rcx, ah", "ah cannot be encoded in an instruction that needs a REX prefix (because of rcx)"),
+    ("mov ah, byte ptr [r8]", "REX prefix (because of r8)"),
+    ("mov bh, sil", "REX prefix (because of sil)"),
     ("foo rax, 1", "unknown mnemonic 'foo'"),
     ("tlut3x4 ymm0, [rsi]", "unknown T-SAR mnemonic"),
     ("tlut2x4 ymm1, qword ptr [rsi]", "misaligned"),
@@ -168,3 +176,14 @@ def test_keystone_error_in_middle_of_big_file() -> None:
     with pytest.raises(AssemblyError) as info:
         assemble("\n".join(lines), filename="big.s")
     assert info.value.line == 218
+
+
+@pytest.mark.parametrize("line", ["mov ah, byte ptr [rax]", "movzx eax, ah", "mov byte ptr [rdx + 2], bh",
+                                  "mov ch, dh", "lea rax, [rip + 0x10]"])
+def test_high_byte_registers_without_rex_assemble(line: str) -> None:
+    assert decode_text(assemble(line).code) == line.replace(" + ", "+").replace("byte ptr ", "byte ptr ")
+
+
+def decode_text(code: bytes) -> str:
+    dec = iced_x86.Decoder(64, code)
+    return intel_formatter().format(dec.decode())
