@@ -291,6 +291,12 @@ def register_config(config: TsarConfig) -> TsarConfig:
     return config
 
 
+def unregister_config(name: str) -> None:
+    """Remove a configuration registered with :func:`register_config` (for experiments and tests)."""
+    if _REGISTRY.pop(name, None) is None:
+        raise KeyError(f"configuration {name!r} is not registered")
+
+
 def configs() -> tuple[TsarConfig, ...]:
     """All registered configurations, in slot order."""
     return tuple(sorted(_REGISTRY.values(), key=lambda cfg: cfg.slot))

@@ -56,6 +56,9 @@ class _Tables:
 
 @cache
 def _tables(cfg: TsarConfig) -> _Tables:
+    if (cfg.acc_bits, cfg.lut_bits) != (16, 16):
+        raise ValueError(f"{cfg.name}: the golden semantics implement int16 LUT entries and "
+                         f"accumulators, not lut_bits={cfg.lut_bits}, acc_bits={cfg.acc_bits}")
     c, s, k = cfg.c, cfg.s, cfg.k
     bits = _pattern_bits(c)
     matrix = np.zeros((k, cfg.group_words), np.int16)

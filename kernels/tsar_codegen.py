@@ -160,15 +160,20 @@ def _dequantize(e: _Emitter, plan: KernelPlan) -> None:
       "vmovups ymmword ptr [rdx + rax*4], ymm0", "add rax, 8", f"cmp rax, {plan.M}", f"jb {loop}")
 
 
+def _memory(nbytes: int, address: str) -> str:
+    """A memory operand of ``nbytes``: with its ``... ptr`` keyword where Intel syntax has one
+    (T-SAR operands of other sizes, e.g. c3s2's 6-byte activations, take their size from the ISA)."""
+    size = MEMORY_SIZE_NAMES.get(nbytes)
+    return f"{size} ptr [{address}]" if size else f"[{address}]"
+
+
 def _tlut(plan: KernelPlan, group: int, address: str) -> str:
-    size = MEMORY_SIZE_NAMES[plan.cfg.k]
-    return f"{plan.cfg.tlut_mnemonic} ymm{plan.group_register(group)}, {size} ptr [{address}]"
+    return f"{plan.cfg.tlut_mnemonic} ymm{plan.group_register(group)}, {_memory(plan.cfg.k, address)}"
 
 
 def _tgemv(plan: KernelPlan, acc: int, group: int, address: str) -> str:
-    size = MEMORY_SIZE_NAMES[plan.cfg.weight_bytes]
     return (f"{plan.cfg.tgemv_mnemonic} ymm{acc}, ymm{plan.group_register(group)}, "
-            f"{size} ptr [{address}]")
+            f"{_memory(plan.cfg.weight_bytes, address)}")
 
 
 def _disp(base: str, offset: int) -> str:

@@ -33,10 +33,11 @@ from functools import cached_property
 
 import numpy as np
 
-from tsar.isa.config import TsarConfig, get_config
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig, configs, get_config
 
 FLOWS = ("ap-min", "ap-max", "op")
-VECTOR_REGS = 16
+VECTOR_REGS = VECTOR_REGISTERS
+KERNEL_PREFIX = "tsar-"
 OP_TEMPS = 2  # registers the OP widening step needs
 
 
@@ -68,12 +69,13 @@ class KernelPlan:
             raise ValueError(f"M={self.M} must be a positive multiple of {self.cfg.m} for {self.cfg.name}")
         if self.K <= 0 or self.K % self.cfg.k:
             raise ValueError(f"K={self.K} must be a positive multiple of {self.cfg.k} for {self.cfg.name}")
-        if self.cfg.register_class != "ymm":
-            raise ValueError(f"{self.cfg.name}: the kernel library targets 256-bit configurations")
+        reason = unsupported_reason(self.cfg)
+        if reason:
+            raise ValueError(f"{self.cfg.name}: {reason}")
 
     @property
     def name(self) -> str:
-        return f"tsar-{self.cfg.name}-{self.flow}"
+        return kernel_name(self.cfg, self.flow)
 
     @property
     def tiles(self) -> int:
@@ -174,6 +176,41 @@ class KernelPlan:
     def workspace_bytes(self) -> int:
         offset, size = list(self.workspace_layout.values())[-1]
         return offset + -(-size // 64) * 64
+
+
+def unsupported_reason(cfg: TsarConfig) -> str | None:
+    """Why the kernel generator cannot build kernels for ``cfg``, or None when it can."""
+    if cfg.register_class != "ymm":
+        return "the kernel library targets 256-bit configurations"
+    if cfg.acc_bits != 16:
+        return f"the kernel library widens int16 accumulators; acc_bits={cfg.acc_bits} is not supported"
+    return None
+
+
+def kernel_name(cfg: TsarConfig | str, flow: str) -> str:
+    """``tsar-<config>-<flow>``, e.g. ``tsar-c2s4-op`` (the one place names are produced)."""
+    return f"{KERNEL_PREFIX}{cfg if isinstance(cfg, str) else cfg.name}-{flow}"
+
+
+def parse_kernel_name(name: str) -> tuple[TsarConfig, str]:
+    """Inverse of :func:`kernel_name`: ``(configuration, flow)``; the flow is matched as a suffix,
+    so configuration names may contain ``-`` (``tsar-c2s4-128-op``). Raises ValueError."""
+    if name.startswith(KERNEL_PREFIX):
+        for flow in sorted(FLOWS, key=len, reverse=True):
+            if name.endswith(f"-{flow}"):
+                config = name[len(KERNEL_PREFIX):-len(flow) - 1]
+                try:
+                    return get_config(config), flow
+                except KeyError as exc:
+                    raise ValueError(exc.args[0]) from None
+    raise ValueError(f"{name!r} is not a T-SAR kernel name ({KERNEL_PREFIX}<config>-<flow>, flows: "
+                     f"{', '.join(FLOWS)})")
+
+
+def kernel_names() -> tuple[str, ...]:
+    """Every kernel of every registered configuration the generator supports."""
+    return tuple(kernel_name(cfg, flow) for cfg in configs() if unsupported_reason(cfg) is None
+                 for flow in FLOWS)
 
 
 def make_plan(config: str | TsarConfig, flow: str, M: int, K: int) -> KernelPlan:

@@ -20,9 +20,10 @@ import numpy as np
 
 from tsar.isa.toolchain import cache_dir
 from tsar.kernels.simbuild import build_sim_library
+from tsar.kernels.tsar_plan import KERNEL_PREFIX
 from tsar.sim import Stats
 
-TSAR_PREFIX = "tsar-"
+TSAR_PREFIX = KERNEL_PREFIX
 ROW_UNIT = 256
 """Native cores are simulated at ROW_UNIT and 2 * ROW_UNIT rows and extrapolated to larger M."""
 

@@ -19,18 +19,21 @@ from tsar.isa.assembler import Program, assemble
 from tsar.kernels import reference
 from tsar.kernels.formats.tsar import pack_weights
 from tsar.kernels.tsar_codegen import function_name, generate
-from tsar.kernels.tsar_plan import FLOWS, KernelPlan, make_plan
+from tsar.kernels.tsar_plan import KernelPlan, kernel_names, make_plan, parse_kernel_name
 from tsar.sim import Machine, Stats
 
-CONFIG_NAMES = ("c2s4", "c4s4")
-KERNEL_NAMES = tuple(f"tsar-{cfg}-{flow}" for cfg in CONFIG_NAMES for flow in FLOWS)
+KERNEL_NAMES = kernel_names()
+"""The kernels of the configurations registered with the package (a variant registered later is
+accepted by :func:`plan_for` too)."""
 
 
 def plan_for(kernel: str, M: int, K: int) -> KernelPlan:
     """The plan of kernel ``tsar-<config>-<flow>`` for an ``M x K`` layer (UserError if invalid)."""
-    if kernel not in KERNEL_NAMES:
-        raise UserError(f"unknown T-SAR kernel {kernel!r} (choose from {', '.join(KERNEL_NAMES)})")
-    _, cfg, flow = kernel.split("-", 2)
+    try:
+        cfg, flow = parse_kernel_name(kernel)
+    except ValueError as exc:
+        raise UserError(f"unknown T-SAR kernel {kernel!r}: {exc} (choose from "
+                        f"{', '.join(kernel_names())})") from None
     try:
         return make_plan(cfg, flow, M, K)
     except ValueError as exc:
