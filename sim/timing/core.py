@@ -100,7 +100,7 @@ def core_bound(profile: LoopProfile, uarch: Uarch, *, issue_width: float | None 
     than its proxy data set). With ``strict=False`` forms without data are skipped and listed in
     ``missing`` instead of raising :class:`UarchDataMissing`.
     """
-    width = float(issue_width or uarch.machine.issue_width)
+    width = float(issue_width or uarch.core.issue_width)
     body = profile.per_iteration()
     timed: list[tuple[InstructionForm, float, InstrTiming]] = []
     missing: list[str] = []
@@ -121,7 +121,7 @@ def core_bound(profile: LoopProfile, uarch: Uarch, *, issue_width: float | None 
         if i in fused:  # the ALU half of a macro-fused pair: no slot, no port of its own
             continue
         uops += t.uops * weight
-        demands += [(uarch.machine.ports(g), n * weight) for g, n in t.ports.items()]
+        demands += [(uarch.core.ports(g), n * weight) for g, n in t.ports.items()]
     port_cycles, loads = port_bound(demands)
     frontend = uops / width
     branch = 1.0 if has_branch else 0.0

@@ -8,7 +8,7 @@ returns an :class:`InstrTiming`. T-SAR instructions are timed by :func:`timing_o
 
 from __future__ import annotations
 
-from .machines import Machine, machine, machines
+from .cores import CoreDescription, core_description, core_descriptions
 from .ports import format_usage, parse_usage, split_group
 from .table import UARCH_NAMES, InstrTiming, Uarch, UarchDataMissing, canonical_mnemonic, load
 from .tsar_ops import is_tsar_mnemonic, tsar_timing
@@ -22,7 +22,19 @@ def timing_of(uarch: Uarch, mnemonic: str, operands: tuple[str, ...]) -> InstrTi
 
 
 __all__ = [
-    "UARCH_NAMES", "InstrTiming", "Machine", "Uarch", "UarchDataMissing", "canonical_mnemonic",
-    "format_usage", "is_tsar_mnemonic", "load", "machine", "machines", "parse_usage", "split_group",
-    "timing_of", "tsar_timing",
+    "UARCH_NAMES",
+    "CoreDescription",
+    "InstrTiming",
+    "Uarch",
+    "UarchDataMissing",
+    "canonical_mnemonic",
+    "core_description",
+    "core_descriptions",
+    "format_usage",
+    "is_tsar_mnemonic",
+    "load",
+    "parse_usage",
+    "split_group",
+    "timing_of",
+    "tsar_timing",
 ]

@@ -6,7 +6,7 @@ ports; uops.info measurements collected by the AssemblyStats project, Apache-2.0
 
 Only forms relevant to AVX2 integer/ternary kernels and their scalar loop code are kept (see
 :func:`keep`). Rows without port data get *derived* port usage from the class port groups in
-``data/machines.toml`` (see the README in ``data/``); rows whose memory operand has no load/store
+``data/cores.toml`` (see the README in ``data/``); rows whose memory operand has no load/store
 port in the source (Zen 4) get the load/store uops added.
 """
 
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .machines import Machine, machine
+from .cores import CoreDescription, core_description
 from .ports import add_usage, format_usage, parse_usage
 
 UARCHES = ("zen4", "alderlakep", "alderlake", "icelake", "skylake")
@@ -161,7 +161,7 @@ def vector_bits(row: Row) -> int:
     return max(widths, default=0)
 
 
-def derive_ports(row: Row, mach: Machine, reg_tp: float | None) -> dict[str, float]:
+def derive_ports(row: Row, mach: CoreDescription, reg_tp: float | None) -> dict[str, float]:
     """Port usage for a row without port data (see the README in data/, "derived ports")."""
     if row.unfused == 0:
         return {}  # eliminated at rename (e.g. NOP, some LEA/MOV forms on Intel)
@@ -195,7 +195,7 @@ def derive_ports(row: Row, mach: Machine, reg_tp: float | None) -> dict[str, flo
     return usage
 
 
-def add_memory_ports(row: Row, mach: Machine) -> tuple[dict[str, float], bool]:
+def add_memory_ports(row: Row, mach: CoreDescription) -> tuple[dict[str, float], bool]:
     """Measured usage plus the load/store uops the source omits (Zen 4 lists only FP pipes)."""
     role, bits = memory_role(row)
     usage = dict(row.ports)
@@ -224,7 +224,7 @@ def register_twin(row: Row) -> tuple[str, ...]:
 
 
 def build_one(src: Path, uarch: str) -> list[Row]:
-    mach = machine(uarch)
+    mach = core_description(uarch)
     with src.open(newline="") as f:
         rows = [r for r in (parse_row(rec) for rec in csv.DictReader(f)) if r and keep(r)]
     # Encoding-suffixed twins ("vpdpbusd_vex", "vpdpbusd_evex") share the plain mnemonic; on a

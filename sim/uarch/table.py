@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
-from .machines import Machine, machine
+from .cores import CoreDescription, core_description
 from .ports import add_usage, parse_usage
 
 UARCH_NAMES = ("zen4", "alderlakep", "alderlake", "icelake", "skylake")
@@ -84,11 +84,11 @@ def is_memory_kind(kind: str) -> bool:
 
 
 class Uarch:
-    """One microarchitecture's instruction table plus its :class:`Machine` parameters."""
+    """One microarchitecture's instruction table plus its :class:`CoreDescription`."""
 
     def __init__(self, name: str, rows: dict[tuple[str, tuple[str, ...]], InstrTiming]) -> None:
         self.name = name
-        self.machine: Machine = machine(name)
+        self.core: CoreDescription = core_description(name)
         self._rows = rows
         self._by_mnemonic: dict[str, list[tuple[str, ...]]] = {}
         for mn, ops in rows:
@@ -155,7 +155,7 @@ class Uarch:
         have_bits = max((_VEC_BITS.get(k, 0) for k in have), default=0)
         factor = 1.0
         notes = [f"no {' '.join(want)} row; used {' '.join(have)}"]
-        native = self.machine.vector_datapath_bits
+        native = self.core.vector_datapath_bits
         if have_bits and want_bits > have_bits and want_bits > native:
             factor = math.ceil(want_bits / max(have_bits, native))
             notes.append(f"scaled x{factor}: {want_bits}-bit op on a {native}-bit datapath")
@@ -183,7 +183,7 @@ class Uarch:
             base = self.lookup(mn, reg_ops)
         except UarchDataMissing:
             return None
-        m = self.machine
+        m = self.core
         store = i == 0 and mn not in ("cmp", "test", "bt")
         n = math.ceil(bits / (m.store_bits if store else m.load_bits))
         extra = {m.store: float(n)} if store else {m.load: float(n)}

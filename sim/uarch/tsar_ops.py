@@ -58,13 +58,13 @@ def tsar_timing(uarch: Uarch, mnemonic: str, operands: tuple[str, ...]) -> Instr
     # reproduce its measured reciprocal throughput on the group.
     per_uop: dict[str, float] = {}
     for group, n in ref.ports.items():
-        width = len(uarch.machine.ports(group))
+        width = len(uarch.core.ports(group))
         tp = ref.recip_throughput or 0.0
         per_uop[group] = max(n, tp * width if len(ref.ports) == 1 else n)
     ports = {g: n * uops for g, n in per_uop.items()}
     mem = [k for k in operands if k.startswith("m")]
     notes = [f"ports: {uops} uops x port use of {DOT_PRODUCT_REFERENCE} {vec} (assumption)"]
-    m = uarch.machine
+    m = uarch.core
     if mem:
         bits = int(mem[0][1:])
         ports = add_usage(ports, {m.load: float(math.ceil(bits / m.load_bits))})

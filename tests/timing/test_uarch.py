@@ -79,7 +79,7 @@ def test_tsar_uops_and_ports_follow_isa(name: str) -> None:
     assert (tl.uops, tg.uops, tg4.uops) == (C2S4.tlut_uops, C2S4.tgemv_uops, C4S4.tgemv_uops)
     assert set(tg.ports) == set(ref.ports)  # the dot-product ports
     assert tg.latency == ref.latency + C2S4.tgemv_uops - 1
-    assert u.machine.load in tl.ports and u.machine.load in tg4.ports
+    assert u.core.load in tl.ports and u.core.load in tg4.ports
 
 
 def test_tsar_golden_cove_numbers() -> None:

@@ -1,4 +1,4 @@
-"""Per-microarchitecture parameters (``data/machines.toml``): widths and the port groups of
+"""Per-microarchitecture parameters (``data/cores.toml``): widths and the port groups of
 instruction classes, used where the measured tables have no port data."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from .ports import split_group
 
 
 @dataclass(frozen=True)
-class Machine:
-    """Static description of one core microarchitecture (see ``data/machines.toml``)."""
+class CoreDescription:
+    """Static description of one core microarchitecture (see ``data/cores.toml``)."""
 
     name: str
     title: str
@@ -40,15 +40,16 @@ class Machine:
 
 
 @cache
-def machines() -> dict[str, Machine]:
-    text = resources.files(__package__).joinpath("data/machines.toml").read_text()
+def core_descriptions() -> dict[str, CoreDescription]:
+    text = resources.files(__package__).joinpath("data/cores.toml").read_text()
     raw = tomllib.loads(text)
-    return {name: Machine(name=name, **{**fields, "port_prefixes": tuple(fields["port_prefixes"])})
+    return {name: CoreDescription(name=name, **{**fields, "port_prefixes": tuple(fields["port_prefixes"])})
             for name, fields in raw.items()}
 
 
-def machine(name: str) -> Machine:
+def core_description(name: str) -> CoreDescription:
     try:
-        return machines()[name]
+        return core_descriptions()[name]
     except KeyError:
-        raise KeyError(f"unknown microarchitecture {name!r} (known: {', '.join(machines())})") from None
+        known = ", ".join(core_descriptions())
+        raise KeyError(f"unknown microarchitecture {name!r} (known: {known})") from None
