@@ -87,9 +87,9 @@ class Selection:
 def platform_for(uarch_name: str) -> Platform:
     """A shipped platform whose core uses ``uarch_name`` (Zen 4: laptop; Gracemont: mobile), else
     the laptop platform with its core data set replaced (caches and clock kept)."""
-    from tsar.sim.platforms import load
+    from tsar.sim.platforms import SHIPPED, load
 
-    for name in ("laptop", "mobile", "workstation"):
+    for name in SHIPPED:
         plat = load(name)
         if plat.core.uarch == uarch_name and plat.core.issue_width is None:
             return plat

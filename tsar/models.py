@@ -184,6 +184,3 @@ HEADLINES: dict[str, tuple[float, float] | float] = {
     "decode_speedup_laptop_mobile": (4.1, 4.2),
 }
 """Headline results of the T-SAR paper (abstract and section IV), as reported."""
-
-PAPER_THREADS = {"workstation": 16, "laptop": 8, "mobile": 4}
-"""Thread counts used by the paper (section IV-A)."""

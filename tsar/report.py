@@ -23,9 +23,10 @@ import matplotlib.pyplot as plt
 from tsar.compare import Comparison, compare, modelled, platform_named
 from tsar.counts import simulated_counts
 from tsar.model_eval import ModelEstimate, evaluate, format_estimates
+from tsar.sim.platforms import SHIPPED
 
 LAYERS_2B = ((2560, 2560), (6912, 2560), (2560, 6912))  # (M, K): O/QKV-like, gate/up, down
-PLATFORMS = ("host", "workstation", "laptop", "mobile")
+PLATFORMS = ("host", *SHIPPED)
 REPORT_MODELS = ("bitnet-b1.58-2b-4t", "llama3-8b", "falcon3-10b")
 
 

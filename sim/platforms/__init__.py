@@ -10,9 +10,27 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
 from .schema import CacheLevel, Core, Dram, Platform, PlatformError, platform_from_dict, read_platform
 
-SHIPPED = ("workstation", "laptop", "mobile")
+
+def _shipped() -> tuple[str, ...]:
+    """Names of the platform files shipped in this package, largest thread count first (the
+    paper's Table I order: workstation, laptop, mobile)."""
+    found = []
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(".toml"):
+            raw = tomllib.loads(entry.read_text())
+            found.append((-int(raw.get("threads", 0)), entry.name[:-5]))
+    return tuple(name for _, name in sorted(found))
+
+
+SHIPPED = _shipped()
+"""The shipped platforms (one TOML file each), derived from the files."""
 
 
 def names() -> tuple[str, ...]:

@@ -6,10 +6,11 @@ import argparse
 import sys
 
 from tsar.errors import UserError
+from tsar.sim.platforms import SHIPPED
 
 NAME = "compare"
 HELP = "compare simulated T-SAR kernels with native TL2 and other baselines on a layer and platform"
-PLATFORMS = ("host", "workstation", "laptop", "mobile")
+PLATFORMS = ("host", *SHIPPED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,11 +12,13 @@ import time
 
 import numpy as np
 
+from tsar.sim.platforms import SHIPPED
+
 NAME = "demo"
 HELP = "run the whole T-SAR pipeline on a BitNet-2B layer (the README's main command)"
 
 DEMO_KERNELS = ("tsar-c2s4-op", "tsar-c4s4-op")
-PLATFORMS = ("host", "workstation", "laptop", "mobile")
+PLATFORMS = ("host", *SHIPPED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
