@@ -20,11 +20,9 @@ from typing import Any
 import numpy as np
 
 from ._native import ffi, lib
-from .formats import i2s, int2_vnni, tl1, tl2, trit5
+from .registry import KERNELS, NATIVE_KERNELS
 
-KERNELS = ("tl2", "tl1", "i2s", "dense", "int2", "trit5")
-_IDS = {"tl2": lib.TSAR_TL2, "tl1": lib.TSAR_TL1, "i2s": lib.TSAR_I2S, "dense": lib.TSAR_DENSE,
-        "int2": lib.TSAR_INT2, "trit5": lib.TSAR_TRIT5}
+_IDS = {name: getattr(lib, spec.lib_id) for name, spec in NATIVE_KERNELS.items()}
 ISAS = {"auto": lib.TSAR_ISA_AUTO, "avx2": lib.TSAR_ISA_AVX2, "avx512": lib.TSAR_ISA_AVX512}
 _ISA_NAMES = {v: k for k, v in ISAS.items()}
 MAX_THREADS = 64
@@ -188,20 +186,17 @@ def prepare(name: str, w_t: np.ndarray, w_scale: float = 1.0, **options: int) ->
     bm = bk = 0
     aux = None
     packed: Any = None
-    if name == "dense":
+    spec = NATIVE_KERNELS[name]
+    if spec.packer is None:
         data, aux, bk = _pack_dense(w_t)
         nbytes = data.size
-    elif name == "tl2":
-        packed = tl2.pack(w_t, **options)
-        data, bm, bk, nbytes = packed.data, packed.bm, packed.bk, packed.nbytes
-    elif name == "tl1":
-        packed = tl1.pack(w_t, **options)
-        if packed.bmm != 32:
-            raise ValueError(f"tl1 kernel: expected bmm=32, got {packed.bmm}")
+    elif spec.blocked:
+        packed = spec.packer.pack(w_t, **options)
+        if getattr(packed, "bmm", 32) != 32:
+            raise ValueError(f"{name} kernel: expected bmm=32, got {packed.bmm}")
         data, bm, bk, nbytes = packed.data, packed.bm, packed.bk, packed.nbytes
     else:
-        module = {"i2s": i2s, "int2": int2_vnni, "trit5": trit5}[name]
-        packed = module.pack(w_t, **options)
+        packed = spec.packer.pack(w_t, **options)
         data, nbytes = packed.data.view(np.uint8), packed.nbytes
     m, k = np.asarray(w_t).shape
     buf = aligned_empty(data.size + ALIGN)

@@ -24,11 +24,13 @@ from pathlib import Path
 
 from tsar.isa.toolchain import build_shared
 
-SOURCES = ("tl2.c", "tl1.c", "i2s.c", "int2.c")
+from .registry import NATIVE_KERNELS, SIMULATED
+
+SOURCES = tuple(f"{name}.c" for name in SIMULATED)
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector", "-fno-builtin",
          "-fno-tree-loop-distribute-patterns", "-std=gnu11", "-DTSAR_SIM=1")
-ENTRY_POINTS = ("tsar_sim_tl2_work_size", "tsar_sim_tl2_gemv", "tsar_sim_tl1_work_size", "tsar_sim_tl1_gemv",
-                "tsar_sim_i2s_gemv", "tsar_sim_int2_gemv")
+ENTRY_POINTS = tuple(entry for name in SIMULATED for entry in (
+    ([f"tsar_sim_{name}_work_size"] if NATIVE_KERNELS[name].blocked else []) + [f"tsar_sim_{name}_gemv"]))
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 
 

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 
 from tsar.counts import KernelCounts, simulated_counts
 from tsar.kernel_sim import KERNEL_NAMES
+from tsar.kernels.registry import COMPARED
 from tsar.native_sim import NATIVE_SIM_KERNELS
 from tsar.sim.platforms import Platform, host, load
 from tsar.sim.timing.memory import linear_streams
 from tsar.sim.timing.predict import predict
 
 BASELINE = "tl2"
-MEASURED_NATIVE = ("tl2", "tl1", "i2s", "int2", "dense")
+MEASURED_NATIVE = COMPARED
 
 
 @dataclass(frozen=True)

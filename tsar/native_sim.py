@@ -15,10 +15,10 @@ import numpy as np
 
 from tsar.errors import UserError
 from tsar.kernels import reference, simbuild
-from tsar.kernels.formats import i2s, int2_vnni, tl1, tl2
+from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED
 from tsar.sim import Machine, Stats
 
-NATIVE_SIM_KERNELS = ("tl2", "tl1", "i2s", "int2")
+NATIVE_SIM_KERNELS = SIMULATED
 
 
 @dataclass
@@ -48,9 +48,7 @@ def executed_region(machine: Machine, stats: Stats) -> tuple[bytes, int]:
 
 def pack_native(kernel: str, w: np.ndarray):
     """``w`` (int8 ``M x K`` ternary) in ``kernel``'s weight format (``.data`` holds the bytes)."""
-    if kernel in ("tl2", "tl1"):
-        return (tl2 if kernel == "tl2" else tl1).pack(w)
-    return (i2s if kernel == "i2s" else int2_vnni).pack(w)
+    return NATIVE_KERNELS[kernel].packer.pack(w)
 
 
 def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
@@ -70,7 +68,7 @@ def simulate_native(kernel: str, M: int, K: int, *, seed: int = 0) -> NativeSimR
     symbols = machine.load_elf(_library())
     try:
         packed = pack_native(kernel, w)
-        if kernel in ("tl2", "tl1"):
+        if NATIVE_KERNELS[kernel].blocked:
             work = machine.call(symbols[f"tsar_sim_{kernel}_work_size"], M, K, packed.bm, packed.bk,
                                 returns="u64")
             args = (packed.data, M, K, packed.bm, packed.bk, a, np.zeros(int(work) + 64, np.uint8), out)

@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED
 from tsar.sim.timing.predict import Prediction, cache_traffic, predict
 
 if TYPE_CHECKING:
     from tsar.sim.platforms import Platform
 
-KERNELS = ("tl2", "tl1", "i2s", "int2")
+KERNELS = SIMULATED
 FULL_SHAPES = ((2560, 2560), (2560, 6912))
 """(M, K): outputs x inputs, one token; 2560 x 6912 is BitNet-2B's down projection."""
 TINY_SHAPES = ((64, 384),)
@@ -118,7 +119,7 @@ def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0) -> _Kernel
     a = rng.integers(-127, 128, K, dtype=np.int8)
     out = np.zeros(M, np.int32)
     packed = pack_native(name, w)
-    if name in ("tl2", "tl1"):
+    if NATIVE_KERNELS[name].blocked:
         size_fn = getattr(lib, f"tsar_sim_{name}_work_size")
         size_fn.restype = ctypes.c_ulong
         work_bytes = int(size_fn(M, K, packed.bm, packed.bk))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tsar.errors import UserError
+from tsar.kernels.registry import KERNELS
 from tsar.shapes import parse_shape
 
 NAME = "bench-native"
@@ -13,7 +14,7 @@ HELP = "benchmark the native ternary baseline kernels (TL2, TL1, I2_S, dense int
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", default="all",
-                        help="comma-separated kernels: tl2,tl1,i2s,dense,int2,trit5 (default all)")
+                        help=f"comma-separated kernels: {','.join(KERNELS)} (default all)")
     parser.add_argument("--shapes", default="",
                         help="comma-separated NxMxK shapes (default: BitNet-2B layers, N=1, and N=128)")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")

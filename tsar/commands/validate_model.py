@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tsar.kernels.registry import SIMULATED
+
 NAME = "validate-model"
 HELP = ("simulate the native AVX2 GEMV cores (TL2, TL1, I2_S, int2), predict their time on this host "
         "and compare with native measurements of the same binary (cache- and DRAM-resident weights)")
@@ -19,7 +21,7 @@ def _shape(text: str) -> tuple[int, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kernel", action="append", choices=("tl2", "tl1", "i2s", "int2"),
+    parser.add_argument("--kernel", action="append", choices=SIMULATED,
                         help="kernel to validate (repeatable; default all four)")
     parser.add_argument("--shape", action="append", type=_shape, metavar="MxK",
                         help="layer shape M x K, one token (repeatable; default 2560x2560 and "

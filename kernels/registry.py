@@ -1,0 +1,48 @@
+"""The one table of native baseline kernels: every list of kernels (bench, the native library's
+dispatch ids, the simulator build, the packers, compare and validation) is read from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from .formats import i2s, int2_vnni, tl1, tl2, trit5
+
+
+@dataclass(frozen=True)
+class NativeKernelSpec:
+    """One native baseline kernel.
+
+    ``packer``: the format module whose ``pack(w_t, **options)`` lays out the weights (None: the
+    dense int8 layout packed in :mod:`tsar.kernels.baselines`); ``lib_id``: the name of its id in
+    the native library (``TSAR_TL2``); ``blocked``: takes ``bm``/``bk`` block sizes and a work-size
+    query; ``simulated``: has an entry point in the simulator library (``tsar_sim_<name>_gemv``,
+    source ``native/<name>.c``); ``compared``: measured by ``tsar compare`` beside T-SAR.
+    """
+
+    name: str
+    description: str
+    packer: ModuleType | None
+    lib_id: str
+    blocked: bool = False
+    simulated: bool = False
+    compared: bool = True
+
+
+NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
+    NativeKernelSpec("tl2", "bitnet.cpp TL2 (3-weight sign/magnitude index, pshufb tables)", tl2, "TSAR_TL2",
+                     blocked=True, simulated=True),
+    NativeKernelSpec("tl1", "bitnet.cpp TL1 (2-weight index, pshufb tables)", tl1, "TSAR_TL1", blocked=True,
+                     simulated=True),
+    NativeKernelSpec("i2s", "bitnet.cpp I2_S (2-bit, pmaddubsw)", i2s, "TSAR_I2S", simulated=True),
+    NativeKernelSpec("dense", "int8 weights (pmaddubsw / vpdpbusd)", None, "TSAR_DENSE"),
+    NativeKernelSpec("int2", "Intel 2-bit up-convert (pmaddubsw / vpdpbusd)", int2_vnni, "TSAR_INT2",
+                     simulated=True),
+    NativeKernelSpec("trit5", "5 trits per byte (AVX-512 lookup, AVX2 decode)", trit5, "TSAR_TRIT5",
+                     compared=False),
+)}
+"""Every native kernel, in the order tables list them."""
+
+KERNELS = tuple(NATIVE_KERNELS)
+SIMULATED = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.simulated)
+COMPARED = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.compared)
