@@ -139,7 +139,7 @@ def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = Tru
                "r10": 10, "r11": 11}
     out = records.copy()
     for rec in out:
-        st.ymm[:] = rec[:512].reshape(16, 32)
+        st.ymm[:] = rec[:512].reshape(st.ymm.shape)
         gv = rec[GPR_OFFSET:GPR_OFFSET + 8 * len(GPRS)].view(np.uint64)
         for i, name in enumerate(GPRS):
             st.gpr[gpr_num[name]] = int(gv[i])

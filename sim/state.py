@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tsar.isa.config import VECTOR_REGISTERS
+
 from . import flags
 from .memory import GuestMemory
 
@@ -17,13 +19,16 @@ GPR_NAMES = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
              "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
 MASK64 = (1 << 64) - 1
 
+REGISTER_BYTES = 32
+"""Bytes of one row of :attr:`CpuState.ymm`: the widest VEX register (ymm, 256 bits)."""
+
 
 class CpuState:
     """Vector registers, GPRs, lazy flags and memory shared by all compiled instruction closures."""
 
     def __init__(self, mem: GuestMemory) -> None:
         self.mem = mem
-        self.ymm = np.zeros((16, 32), np.uint8)
+        self.ymm = np.zeros((VECTOR_REGISTERS, REGISTER_BYTES), np.uint8)
         self.gpr: list[int] = [0] * 16
         self.flags: list[flags.FlagState] = [flags.raw(0x202)]
         self.rflags_base = 0x202  # non-arithmetic RFLAGS bits at entry

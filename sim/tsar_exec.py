@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tsar.isa import codec
-from tsar.isa.config import TsarConfig
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.isa.instructions import Field, Kind
 from tsar.isa.operands import GPR_NUMBER, Memory, Register
 from tsar.isa.semantics import tgemv, tlut
@@ -27,10 +27,8 @@ from tsar.isa.semantics import tgemv, tlut
 from .decode import Operand as DOperand
 from .decode import address_fn
 from .errors import GuestFault
-from .state import CpuState
+from .state import REGISTER_BYTES, CpuState
 from .vecexec import Compiled
-
-_WORDS = 16  # int16 words per ymm row of ``state.ymm``
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ def _source(op: Register | Memory, nbytes: int, regs: int, width: int, next_ip: 
             return view(a, nbytes)
         return read
     rows = st.ymm[op.num:op.num + regs, :width]
-    if width == 32:
+    if width == REGISTER_BYTES:
         flat = rows.reshape(-1)[:nbytes]  # a view: consecutive full rows
         return lambda: flat
     return lambda: rows.reshape(-1)[:nbytes]
@@ -113,8 +111,8 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
     if op.kind is Kind.TLUT:
         read = _source(op.src, cfg.k, 1, width, next_ip, st)
         group = y[op.dst:op.dst + cfg.group_regs]
-        if width == 32:
-            words_out = group.reshape(-1).view(np.int16)
+        if width == REGISTER_BYTES:
+            words_out = group.reshape(-1).view(cfg.lut_dtype)
 
             def run_tlut() -> None:
                 words_out[:] = tlut(cfg, read().view(np.int8))
@@ -128,9 +126,9 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
     read_w = _source(op.src, cfg.weight_bytes, cfg.weight_regs, width, next_ip, st)
     lut_rows = y[op.lut:op.lut + cfg.group_regs, :width]
     acc_row = y[op.dst]
-    acc = acc_row[:width].view(np.int16)
-    if width == 32:
-        words = lut_rows.reshape(-1).view(np.int16)  # a view of the live registers
+    acc = acc_row[:width].view(cfg.acc_dtype)
+    if width == REGISTER_BYTES:
+        words = lut_rows.reshape(-1).view(cfg.lut_dtype)  # a view of the live registers
 
         def run_tgemv() -> None:
             acc[:] = tgemv(cfg, acc, words, read_w())
@@ -138,7 +136,7 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
     high = acc_row[width:]
 
     def run_tgemv_narrow() -> None:
-        acc[:] = tgemv(cfg, acc, lut_rows.reshape(-1).view(np.int16), read_w())
+        acc[:] = tgemv(cfg, acc, lut_rows.reshape(-1).view(cfg.lut_dtype), read_w())
         high.fill(0)
     return Compiled(run_tgemv_narrow, mem_bytes, 0)
 
@@ -213,12 +211,17 @@ def _gather(ops: list[TsarOp], next_ips: list[int], st: CpuState) -> Callable[[]
     return read_each
 
 
+def _row_words(cfg: TsarConfig) -> int:
+    """LUT words in one row of ``state.ymm``."""
+    return REGISTER_BYTES * 8 // cfg.lut_bits
+
+
 def _word_index(cfg: TsarConfig, bases: Sequence[int], regs: int) -> np.ndarray:
-    """Flat int16-word indices of ``state.ymm`` for the low ``register_bytes`` of ``regs``
-    registers from each base: shape ``(len(bases), regs * lanes)``."""
+    """Flat LUT-word indices of ``state.ymm`` (viewed as ``cfg.lut_dtype``) for the low
+    ``register_bytes`` of ``regs`` registers from each base: shape ``(len(bases), regs * lanes)``."""
     lanes = cfg.lanes
     rows = np.asarray(bases)[:, None] + np.arange(regs)[None, :]
-    words = rows[:, :, None] * _WORDS + np.arange(lanes)[None, None, :]
+    words = rows[:, :, None] * _row_words(cfg) + np.arange(lanes)[None, None, :]
     return words.reshape(len(bases), regs * lanes)
 
 
@@ -232,7 +235,9 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
     """
     cfg = ops[0].cfg
     y = st.ymm
-    flat = y.reshape(-1).view(np.int16)  # (16 * 16,) words, a view of the registers
+    # one flat view of the registers in LUT words; accumulators are indexed in it too, which the
+    # golden semantics guarantee is right (they implement lut_bits == acc_bits == 16 only)
+    flat = y.reshape(-1).view(cfg.lut_dtype)
     wide = cfg.vector_bits == 256
     tl = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TLUT]
     tg = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TGEMV]
@@ -241,11 +246,12 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
     if tl:
         read_act = _gather([op for op, _ in tl], [ip for _, ip in tl], st)
         out_index = _word_index(cfg, [op.dst for op, _ in tl], cfg.group_regs)
-        zero_index = np.setdiff1d(np.arange(256).reshape(16, 16)[sorted(
+        words = _row_words(cfg)
+        zero_index = np.setdiff1d(np.arange(VECTOR_REGISTERS * words).reshape(VECTOR_REGISTERS, words)[sorted(
             {r for op, _ in tl for r in op.writes})].reshape(-1), out_index.reshape(-1))
         single = len(tl) == 1 and wide
         if single:
-            out_view = y[tl[0][0].dst:tl[0][0].dst + cfg.group_regs].reshape(-1).view(np.int16)
+            out_view = y[tl[0][0].dst:tl[0][0].dst + cfg.group_regs].reshape(-1).view(cfg.lut_dtype)
 
     # TGEMVs: weights, groups, accumulators.
     if tg:
@@ -257,13 +263,13 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
             group_index = _word_index(cfg, luts, cfg.group_regs)
         group_view = None
         if wide and group_index.ndim == 1:
-            group_view = y[luts[0]:luts[0] + cfg.group_regs].reshape(-1).view(np.int16)
+            group_view = y[luts[0]:luts[0] + cfg.group_regs].reshape(-1).view(cfg.lut_dtype)
         accs = sorted({op.dst for op, _ in tg})
-        zeros = np.zeros((len(tg), cfg.m), np.int16)
+        zeros = np.zeros((len(tg), cfg.m), cfg.acc_dtype)
         order = [accs.index(op.dst) for op, _ in tg]
         reduce = None
         if len(accs) < len(tg):  # contributions to the same accumulator are summed
-            reduce = np.zeros((len(accs), len(tg)), np.int16)
+            reduce = np.zeros((len(accs), len(tg)), cfg.acc_dtype)
             reduce[order, np.arange(len(tg))] = 1
             perm = None
         else:
@@ -273,8 +279,9 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
         acc_index = _word_index(cfg, accs, 1)
         acc_view = None
         if wide and accs == list(range(accs[0], accs[0] + len(accs))):
-            acc_view = y[accs[0]:accs[0] + len(accs)].view(np.int16)
-        acc_high = None if wide else np.asarray(accs)[:, None] * 32 + np.arange(16, 32)
+            acc_view = y[accs[0]:accs[0] + len(accs)].view(cfg.acc_dtype)
+        acc_high = None if wide else (np.asarray(accs)[:, None] * REGISTER_BYTES
+                                      + np.arange(cfg.register_bytes, REGISTER_BYTES))
 
     def run() -> None:
         if st.trace is not None:
