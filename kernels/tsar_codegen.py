@@ -243,13 +243,13 @@ def _core_ap(e: _Emitter, plan: KernelPlan) -> None:
         e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
         zero = e.label("zp")
         e.place(zero)
-        e(f"vmovdqu ymmword ptr [r8 + rax*2 + {p16}], ymm0", "add rax, 16", f"cmp rax, {plan.M}",
+        e(f"vmovdqu ymmword ptr [r8 + rax*2 + {p16}], ymm0", f"add rax, {plan.cfg.m}", f"cmp rax, {plan.M}",
           f"jb {zero}")
         for g, run in groupby(window.batches):
             e.counted_loop("r12", len(list(run)), lambda g=g: batch(g), "batch")
         e(f"lea rbx, [r8 + {p16}]", f"lea rbp, [r8 + {acc32}]")
 
-        def widen() -> None:
+        def widen() -> None:  # one tile's m = 16 int16 partials (planner: acc_bits == 16 only)
             e("vpmovsxwd ymm0, xmmword ptr [rbx]", "vpmovsxwd ymm1, xmmword ptr [rbx + 16]",
               "vpaddd ymm0, ymm0, ymmword ptr [rbp]", "vpaddd ymm1, ymm1, ymmword ptr [rbp + 32]",
               "vmovdqu ymmword ptr [rbp], ymm0", "vmovdqu ymmword ptr [rbp + 32], ymm1",
