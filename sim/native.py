@@ -11,6 +11,8 @@ Record layout (bytes, ``RECORD_BYTES`` per case, 64-byte aligned):
 * ``[0, 512)``: ymm0..ymm15, 32 bytes each;
 * ``[512, 584)``: the GPRs of ``GPRS`` (8 bytes each, little-endian);
 * ``[584, 592)``: RFLAGS in (arithmetic bits), ``[592, 600)``: RFLAGS out;
+* ``[600, 604)``: MXCSR in (keep every exception masked: the harness does not catch #XM),
+  ``[604, 608)``: MXCSR out;
 * ``[MEM_OFFSET, MEM_OFFSET + MEM_BYTES)``: memory; ``rdx`` = record + ``MEM_OFFSET + MEM_BIAS``.
 """
 
@@ -27,7 +29,7 @@ from keystone import KS_ARCH_X86, KS_MODE_64, Ks
 GPRS = ("rax", "rcx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 """GPRs loaded from / stored to each record (``rdx`` is the memory pointer; r12-r15 belong to
 the harness)."""
-GPR_OFFSET, FLAGS_IN, FLAGS_OUT = 512, 584, 592
+GPR_OFFSET, FLAGS_IN, FLAGS_OUT, MXCSR_IN, MXCSR_OUT = 512, 584, 592, 600, 604
 MEM_OFFSET, MEM_BYTES, MEM_BIAS = 640, 256, 64
 RECORD_BYTES = MEM_OFFSET + MEM_BYTES
 FLAGS_MASK = 0x8D5  # CF PF AF ZF SF OF
@@ -45,15 +47,17 @@ def harness(insn: bytes) -> bytes:
     gs = [f"mov qword ptr [r12 + {GPR_OFFSET + 8 * i}], {r}" for i, r in enumerate(GPRS)]
     text = "\n".join([
         "push rbx", "push rbp", "push r12", "push r13", "push r14", "push r15",
+        "sub rsp, 8", "stmxcsr dword ptr [rsp]",
         "mov r12, rdi", "mov r13, rsi", "test r13, r13", "jz done",
         "next:", *load, *gl,
         f"lea rdx, [r12 + {MEM_OFFSET + MEM_BIAS}]",
+        f"ldmxcsr dword ptr [r12 + {MXCSR_IN}]",
         f"push qword ptr [r12 + {FLAGS_IN}]", "popfq",
         ".byte " + ", ".join(f"{b:#04x}" for b in insn),
-        "pushfq", f"pop qword ptr [r12 + {FLAGS_OUT}]",
+        "pushfq", f"pop qword ptr [r12 + {FLAGS_OUT}]", f"stmxcsr dword ptr [r12 + {MXCSR_OUT}]",
         *store, *gs,
         f"add r12, {RECORD_BYTES}", "dec r13", "jnz next",
-        "done:", "vzeroupper",
+        "done:", "vzeroupper", "ldmxcsr dword ptr [rsp]", "add rsp, 8",
         "pop r15", "pop r14", "pop r13", "pop r12", "pop rbp", "pop rbx", "ret",
     ])
     code, _ = Ks(KS_ARCH_X86, KS_MODE_64).asm(text, 0)
@@ -147,11 +151,13 @@ def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = Tru
         flags_in = int(rec[FLAGS_IN:FLAGS_IN + 8].view(np.uint64)[0])
         st.rflags_base = flags_in | 0x2
         st.flags[0] = fl.raw(flags_in | 0x2)
+        st.fp.mxcsr = int(rec[MXCSR_IN:MXCSR_IN + 4].view(np.uint32)[0])
         mem.buf[window - mem.base:window - mem.base + MEM_BYTES] = rec[MEM_OFFSET:]
         compiled.run()
         rec[:512] = st.ymm.reshape(-1)
         for i, name in enumerate(GPRS):
             gv[i] = st.gpr[gpr_num[name]]
         rec[FLAGS_OUT:FLAGS_OUT + 8].view(np.uint64)[0] = fl.materialize(st.flags[0], st.rflags_base)
+        rec[MXCSR_OUT:MXCSR_OUT + 4].view(np.uint32)[0] = st.fp.mxcsr
         rec[MEM_OFFSET:] = mem.buf[window - mem.base:window - mem.base + MEM_BYTES]
     return out

@@ -13,6 +13,7 @@ import numpy as np
 from tsar.isa.config import VECTOR_REGISTERS
 
 from . import flags
+from .fpenv import FpEnv
 from .memory import GuestMemory
 
 GPR_NAMES = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
@@ -32,6 +33,7 @@ class CpuState:
         self.gpr: list[int] = [0] * 16
         self.flags: list[flags.FlagState] = [flags.raw(0x202)]
         self.rflags_base = 0x202  # non-arithmetic RFLAGS bits at entry
+        self.fp = FpEnv()  # MXCSR
         self.trace: list[tuple[int, int, int]] | None = None  # (address, bytes, 1 = write)
 
     def registers(self) -> dict[str, int]:

@@ -132,6 +132,8 @@ def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> 
     if op.writes_flags:
         return Compiled(_flags_closure(op, srcs, st, trace), mem_read, 0)
     out = dst.size
+    if op.fp:
+        return Compiled(_fp_closure(op, imm, dst, srcs, st, trace, align), mem_read, mem_written)
     fast = _fast_path(name, _WithImm(op, imm), dst, srcs, st, trace, align)
     if fast is not None:
         return Compiled(fast, mem_read, mem_written)
@@ -235,9 +237,32 @@ def _fast_store(name: str, dst: Operand, srcs: list[Operand], st: CpuState, trac
     return lambda: wview(addr(), size).__setitem__(Ellipsis, srow)
 
 
+def _fp_closure(op, imm: int | None, dst: Operand, srcs: list[Operand], st: CpuState, trace: bool,
+                align: bool) -> Closure:
+    """A floating-point op: its raised exception flags reach the MXCSR (and #XM when unmasked)
+    before the destination is written."""
+    readers = [_reader(o, st, align, trace) for o in srcs]
+    write = _writer(dst, st, align, trace)
+    fn, env, out = op.fn, st.fp, dst.size
+
+    def run() -> None:
+        res = fn([r() for r in readers], imm, out, env)
+        if env.raised:
+            env.commit()
+        write(res)
+    return run
+
+
 def _flags_closure(op, srcs: list[Operand], st: CpuState, trace: bool) -> Closure:
     readers = [_reader(o, st, False, trace) for o in srcs]
-    fn, f = op.fn, st.flags
+    fn, f, env = op.fn, st.flags, st.fp
+    if op.fp:
+        def run_fp() -> None:
+            value = int(fn([r() for r in readers], None, 0, env))
+            if env.raised:
+                env.commit()
+            f[0] = fl.raw((st.rflags_base & ~fl.ARITH_MASK) | value)
+        return run_fp
 
     def run() -> None:
         value = int(fn([r() for r in readers], None, 0))

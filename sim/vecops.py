@@ -14,44 +14,15 @@ changes); each instruction is one table line.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-Fn = Callable[[list[np.ndarray], int | None, int], np.ndarray]
+from .fpops import float_ops
+from .opdefs import I8, I16, I32, I64, U8, U16, U32, U64, Op, flat, lanes
 
-I8, I16, I32, I64 = np.int8, np.int16, np.int32, np.int64
-U8, U16, U32, U64 = np.uint8, np.uint16, np.uint32, np.uint64
-F32, F64 = np.float32, np.float64
 _DT = {"b": I8, "w": I16, "d": I32, "q": I64}
 _UDT = {"b": U8, "w": U16, "d": U32, "q": U64}
-
-
-@dataclass(frozen=True)
-class Op:
-    """One instruction's semantics.
-
-    ``reads_dst``: the destination's old value is passed as the first source (FMA, inserts into
-    merged scalars). ``ufunc``/``dtype``: the operation is ``ufunc(src1, src2)`` on lanes of
-    ``dtype``, which lets the executor run it in place with ``out=`` (fast path).
-    ``flags``: the instruction writes RFLAGS (``vptest``), result is the flags word.
-    """
-
-    fn: Fn
-    reads_dst: bool = False
-    ufunc: np.ufunc | None = None
-    dtype: type | None = None
-    writes_flags: bool = False
-
-
-def _lanes(x: np.ndarray) -> np.ndarray:
-    """``(..., n)`` -> ``(..., n/16, 16)``: 128-bit lanes as a batch axis."""
-    return x.reshape(*x.shape[:-1], -1, 16)
-
-
-def _flat(x: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`_lanes` for any dtype: merge the last two axes."""
-    return np.ascontiguousarray(x).reshape(*x.shape[:-2], -1)
+_lanes, _flat = lanes, flat
 
 
 def _sat(x: np.ndarray, dt: type) -> np.ndarray:
@@ -99,75 +70,6 @@ def _mul_even(dt: type) -> Op:
     def fn(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
         a, b = (x.view(dt)[..., ::2].astype(I64) for x in s)
         return (a * b).view(I64)
-    return Op(fn)
-
-
-def _fcmp_select(pick_first: Callable[[np.ndarray, np.ndarray], np.ndarray], dt: type) -> Op:
-    """MAXPS / MINPS: ``a if pick_first(a, b) else b`` (NaN and +-0 give the second source)."""
-    return ew(dt, lambda a, b: np.where(pick_first(a, b), a, b))
-
-
-Binary = Callable[[np.ndarray, np.ndarray], np.ndarray]
-
-
-def _errstate(f: Binary) -> Binary:
-    def g(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return f(a, b)
-    return g
-
-
-def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Correctly rounded float32 ``a*b + c`` (one rounding), as FMA hardware computes it.
-
-    The product is exact in float64; the float64 sum's rounding error ``e`` (TwoSum) decides the
-    one case where rounding twice differs: the sum lands exactly halfway between two float32s.
-    """
-    with np.errstate(all="ignore"):
-        p = a.astype(F64) * b.astype(F64)
-        c64 = c.astype(F64)
-        s = p + c64
-        bv = s - p
-        e = (p - (s - bv)) + (c64 - bv)
-        r = s.astype(F32)
-        d = s - r.astype(F64)
-        toward = np.nextafter(r, np.where(d > 0, np.inf, -np.inf).astype(F32))
-        mid = (r.astype(F64) + toward.astype(F64)) * 0.5
-        fix = np.isfinite(r) & (d != 0) & (s == mid) & (e != 0) & (np.sign(e) == np.sign(d))
-    return np.where(fix, toward, r)
-
-
-def _fma(order: str, neg_product: bool, neg_addend: bool) -> Op:
-    """vfm{add,sub,nmadd,nmsub}{132,213,231}ps: operands (dst, src2, src3) -> a*b + c by order."""
-    pick = {"132": (0, 2, 1), "213": (1, 0, 2), "231": (1, 2, 0)}[order]
-
-    def fn(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
-        ops = [x.view(F32) for x in s]
-        a, b, c = (ops[i] for i in pick)
-        if neg_product:  # NaN operands propagate unchanged: negation applies to numbers only
-            a = np.where(np.isnan(a), a, np.negative(a))
-        if neg_addend:
-            c = np.where(np.isnan(c), c, np.negative(c))
-        res = fma32(a, b, c)
-        # a NaN operand propagates quieted and unnegated, in the order of the form's digits
-        # (132: dst, src3, src2), before any NaN the operation itself would produce
-        order = pick
-        nan = [np.isnan(ops[i]) for i in order]
-        first = np.where(nan[0], ops[order[0]], np.where(nan[1], ops[order[1]], ops[order[2]]))
-        quiet = (first.view(U32) | np.uint32(0x400000)).view(F32)
-        return np.where(nan[0] | nan[1] | nan[2], quiet, res)
-    return Op(fn, reads_dst=True)
-
-
-def _scalar(dt: type, f: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Op:
-    """vaddss-style: element 0 = f(src1[0], src2[0]), other elements of the xmm from src1."""
-    size = np.dtype(dt).itemsize
-
-    def fn(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
-        res = np.array(s[0][..., :16])
-        lo = f(s[0][..., :size].view(dt), s[1][..., :size].view(dt))
-        res[..., :size] = np.ascontiguousarray(lo).view(U8)
-        return res
     return Op(fn)
 
 
@@ -393,17 +295,6 @@ def _movss(size: int) -> Op:
     return Op(fn)
 
 
-def _cvt_f2i(rounding: Callable[[np.ndarray], np.ndarray]) -> Op:
-    """vcvtps2dq (round to nearest even) / vcvttps2dq (truncate); out of range or NaN gives
-    the integer indefinite 0x80000000."""
-    def fn(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            r = rounding(s[0].view(F32).astype(F64))
-            ok = (r >= -2.0**31) & (r < 2.0**31)
-            return np.where(ok, np.where(ok, r, 0).astype(I64), -(2**31)).astype(I32)
-    return Op(fn)
-
-
 def _movlhps(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
     return np.concatenate([s[0][..., :8], s[1][..., :8]], axis=-1)
 
@@ -527,23 +418,6 @@ def _build() -> dict[str, Op]:
         t[name] = _logic(np.bitwise_xor, np.bitwise_xor)
     for name in ("vpandn", "vandnps", "vandnpd"):
         t[name] = _logic(lambda a, b: ~a & b)
-    # floating point, packed and scalar
-    for suffix, dt in (("ps", F32), ("pd", F64)):
-        for op, f in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide)):
-            t[f"v{op}{suffix}"] = ew(dt, _errstate(f))
-            t[f"v{op}s{suffix[1]}"] = _scalar(dt, _errstate(f))
-        t[f"vmax{suffix}"] = _fcmp_select(np.greater, dt)
-        t[f"vmin{suffix}"] = _fcmp_select(np.less, dt)
-        t[f"vmaxs{suffix[1]}"] = _scalar(dt, lambda a, b: np.where(a > b, a, b))
-        t[f"vmins{suffix[1]}"] = _scalar(dt, lambda a, b: np.where(a < b, a, b))
-    for order in ("132", "213", "231"):
-        t[f"vfmadd{order}ps"] = _fma(order, False, False)
-        t[f"vfmsub{order}ps"] = _fma(order, False, True)
-        t[f"vfnmadd{order}ps"] = _fma(order, True, False)
-        t[f"vfnmsub{order}ps"] = _fma(order, True, True)
-    t["vcvtdq2ps"] = ew1(I32, lambda a: a.astype(F32))
-    t["vcvtps2dq"] = _cvt_f2i(np.rint)
-    t["vcvttps2dq"] = _cvt_f2i(np.trunc)
     # per-lane shuffles
     for s, dt in (("bw", U8), ("wd", U16), ("dq", U32), ("qdq", U64)):
         t[f"vpunpckl{s}"] = inlane(_unpack(dt, False))
@@ -608,6 +482,7 @@ def _build() -> dict[str, Op]:
     t["vmovsldup"] = Op(_movsldup)
     t["vmovddup"] = Op(_movddup)
     t["vptest"] = Op(_ptest, writes_flags=True)
+    t.update(float_ops())
     return t
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tsar.sim.native import FLAGS_IN, RECORD_BYTES
+from tsar.sim.fpenv import MXCSR_DEFAULT
+from tsar.sim.native import FLAGS_IN, MXCSR_IN, RECORD_BYTES
 
 _SPECIAL_BYTES = np.array([0, 1, 2, 0x7F, 0x80, 0x81, 0xFE, 0xFF], np.uint8)
 _SPECIAL_I16 = np.array([0, 1, -1, 2, 0x7FFF, -0x8000, 0x7F, -0x80, 0xFF, 0x100, 0x4000, -0x4000],
@@ -49,4 +50,16 @@ def make_records(rng: np.random.Generator, n: int) -> np.ndarray:
     rec[g] = _fma_edges(rng, len(g) * RECORD_BYTES // 4).reshape(len(g), -1).view(np.uint8)
     flags = rng.integers(0, 2, (n, 6)) * np.array([0x1, 0x4, 0x10, 0x40, 0x80, 0x800])
     rec[:, FLAGS_IN:FLAGS_IN + 8] = (flags.sum(axis=1) | 0x2).astype(np.uint64)[:, None].view(np.uint8)
+    rec[:, MXCSR_IN:MXCSR_IN + 4] = make_mxcsr(rng, n)[:, None].view(np.uint8)
     return rec
+
+
+def make_mxcsr(rng: np.random.Generator, n: int) -> np.ndarray:
+    """MXCSR values, every exception masked: half the default, half with a random rounding mode,
+    DAZ, FTZ and sticky flags."""
+    rc = rng.integers(0, 4, n) << 13
+    daz = rng.integers(0, 2, n) * 0x40
+    ftz = rng.integers(0, 2, n) * 0x8000
+    sticky = rng.integers(0, 64, n)
+    varied = MXCSR_DEFAULT | rc | daz | ftz | sticky
+    return np.where(rng.integers(0, 2, n) == 0, MXCSR_DEFAULT, varied).astype(np.uint32)
