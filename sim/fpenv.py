@@ -36,7 +36,7 @@ FLAG_NAMES = {IE: "invalid", DE: "denormal", ZE: "divide-by-zero", OE: "overflow
               UE: "underflow", PE: "precision"}
 
 _NUMPY_FLAGS = {1: ZE, 2: OE, 4: UE, 8: IE}
-"""numpy's floating-point error codes (divide, over, under, invalid) as MXCSR flags."""
+"""numpy's floating-point error bits (divide, over, under, invalid) as MXCSR flags."""
 
 # uint32 swap(uint32 new): stmxcsr [rsp-8]; mov [rsp-4], edi; ldmxcsr [rsp-4]; mov eax, [rsp-8]
 _SWAP_CODE = bytes.fromhex("0fae5c24f8 897c24fc 0fae5424fc 8b4424f8 c3".replace(" ", ""))
@@ -82,8 +82,10 @@ class FpEnv:
         finally:
             self.raised |= host_swap(old) & FLAGS
 
-    def _numpy_flag(self, kind: str, flag: int) -> None:
-        self.raised |= _NUMPY_FLAGS.get(flag, 0)
+    def _numpy_flag(self, kind: str, flags: int) -> None:
+        for bit, mxcsr_flag in _NUMPY_FLAGS.items():
+            if flags & bit:
+                self.raised |= mxcsr_flag
 
     def signal(self, flags: int) -> None:
         self.raised |= flags
@@ -140,11 +142,14 @@ def default_nan(dt: type) -> np.generic:
     return np.uint64(0xFFF8000000000000).view(np.float64)
 
 
-def denormal_inputs(env: FpEnv, *xs: np.ndarray) -> list[np.ndarray]:
+def denormal_inputs(env: FpEnv, *xs: np.ndarray, skip: np.ndarray | None = None) -> list[np.ndarray]:
     """Apply DAZ (denormal inputs become signed zeros) or signal DE for denormal inputs of
-    lanes with no NaN operand (a NaN operand takes precedence over the denormal exception)."""
+    lanes with no NaN operand (a NaN operand, and an invalid operation the caller marks in
+    ``skip``, take precedence over the denormal exception)."""
     out = []
     nan = np.zeros(np.broadcast_shapes(*(x.shape for x in xs)), bool)
+    if skip is not None:
+        nan |= skip
     for x in xs:
         nan |= np.isnan(x)
     for x in xs:

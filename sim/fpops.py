@@ -172,6 +172,13 @@ def _fma_soft(a: np.ndarray, b: np.ndarray, c: np.ndarray, env: FpEnv) -> np.nda
     return out.view(a.dtype).reshape(a.shape)
 
 
+def _negated(neg_addend: bool | str, c: np.ndarray) -> np.ndarray | bool:
+    """Which lanes' addend the form negates."""
+    if neg_addend in (True, False):
+        return bool(neg_addend)
+    return np.arange(c.shape[-1]) % 2 == (0 if neg_addend == "even" else 1)
+
+
 def _fma(dt: type, order: str, neg_product: bool, neg_addend: bool | str, scalar: bool) -> Op:
     """vf[n]m{add,sub}{132,213,231}{ps,pd,ss,sd} and vfm{addsub,subadd}: operands (dst, src2,
     src3) -> a*b + c in the order the digits give. ``neg_addend`` ``"even"``/``"odd"``: the
@@ -183,13 +190,22 @@ def _fma(dt: type, order: str, neg_product: bool, neg_addend: bool | str, scalar
         ops = [(x[..., :size] if scalar else x).view(dt) for x in s]
         a, b, c = (ops[i] for i in pick)
         _signal_snan(env, a, b, c)
-        a, b, c = denormal_inputs(env, a, b, c)
+        if env.daz:
+            a, b, c = denormal_inputs(env, a, b, c)
+        else:
+            with np.errstate(all="ignore"):
+                zero_inf = (np.isinf(a) & (b == 0)) | (np.isinf(b) & (a == 0))
+                inf_p = (np.isinf(a) | np.isinf(b)) & ~zero_inf
+                sign_p = np.signbit(a) ^ np.signbit(b) ^ neg_product
+                sign_c = np.signbit(c) ^ _negated(neg_addend, c)
+                invalid = zero_inf | (inf_p & np.isinf(c) & (sign_p != sign_c))
+            a, b, c = denormal_inputs(env, a, b, c, skip=invalid)
         if neg_product:
             a = -a
-        if neg_addend is True:
+        flip = _negated(neg_addend, c)
+        if flip is True:
             c = -c
-        elif neg_addend:
-            flip = np.arange(c.shape[-1]) % 2 == (0 if neg_addend == "even" else 1)
+        elif flip is not False:
             c = np.where(flip, -c, c)
         nan, first = _nan_first(*(ops[i] for i in pick))  # unnegated, in digit order
         with np.errstate(all="ignore"):

@@ -27,10 +27,10 @@ from .blocks import SCALAR, TSAR, VECTOR, BlockCache, Insn
 from .decode import decode, is_vex
 from .elf import load_elf_image
 from .errors import GuestFault, SimulationError
-from .memory import GuestMemory
+from .memory import PAGE, GuestMemory, Span
 from .state import GPR_NAMES, MASK64, CpuState
 from .stats import MemoryTrace, Stats
-from .ucfast import GPR_IDS, XMM_IDS, Hooks, RegBatch, emu_stop, set_rip
+from .ucfast import GPR_IDS, XMM_IDS, Hooks, RegBatch, emu_stop, get_rip, set_rip
 
 _PERMS = {"rx": unicorn.UC_PROT_READ | unicorn.UC_PROT_EXEC,
           "rw": unicorn.UC_PROT_READ | unicorn.UC_PROT_WRITE}
@@ -42,6 +42,11 @@ _UC_ERROR_KIND = {
     unicorn.UC_ERR_READ_UNALIGNED: "memory", unicorn.UC_ERR_WRITE_UNALIGNED: "memory",
     unicorn.UC_ERR_INSN_INVALID: "ud", unicorn.UC_ERR_EXCEPTION: "exception",
 }
+_ACCESS = {unicorn.UC_MEM_READ: "read", unicorn.UC_MEM_WRITE: "write",
+           unicorn.UC_MEM_READ_UNMAPPED: "read", unicorn.UC_MEM_WRITE_UNMAPPED: "write",
+           unicorn.UC_MEM_FETCH_UNMAPPED: "fetch", unicorn.UC_MEM_READ_PROT: "read",
+           unicorn.UC_MEM_WRITE_PROT: "write", unicorn.UC_MEM_FETCH_PROT: "fetch"}
+_SLACK_REACH = 32  # bytes before an array's end from which a Unicorn access is checked
 
 
 _MISSING = object()
@@ -58,6 +63,11 @@ class _UBlock:
 class Machine:
     """An x86-64 machine with guest memory, loaded code and a System V ``call``.
 
+    Array arguments, the stack and the code sit between unmapped guard pages, and an access that
+    leaves them by even one byte is a :class:`SimulationError` naming the nearest array and the
+    offset (Unicorn faults on the guard pages; the bytes between an array's end and its page's end
+    are watched by a bounded memory hook; the Python layer checks every access).
+
     ``max_instructions`` and ``timeout`` (seconds) bound every call; ``python_scalar=False`` leaves
     all scalar instructions to Unicorn (slower; used to cross-check the Python scalar subset);
     ``batch_tsar=False`` executes T-SAR instructions one by one instead of in batches (same results
@@ -68,7 +78,8 @@ class Machine:
                  stack_size: int = 1 << 20, max_instructions: int = 10**10,
                  timeout: float = 3600.0, python_scalar: bool = True,
                  batch_tsar: bool = True) -> None:
-        self.mem = GuestMemory(code_size=code_size, data_size=data_size, stack_size=stack_size)
+        self.mem = GuestMemory(code_size=code_size, data_size=data_size, stack_size=stack_size,
+                               guarded=True)
         self.uc = unicorn.Uc(unicorn.UC_ARCH_X86, unicorn.UC_MODE_64)
         host = self.mem.host_address
         for start, size, perms in self.mem.regions():
@@ -93,10 +104,16 @@ class Machine:
         self._deadline = 0.0
         self._entries = 0
         self._scalar_mem = [0, 0]
+        self._timeout = 0.0
+        self.arguments: list[Span] = []  # where the last call's array arguments were placed
+        self._mapped: dict[tuple[int, int], object] = {}  # Unicorn-mapped array -> its slack hook
+        self._fast_tbs = True  # Unicorn may hold blocks translated without memory hooks
+        self._bad_access: tuple[int, int, int] | None = None  # (access, address, size)
         self.ret_addr = self.mem.alloc_code(16)
         self.mem.write(self.ret_addr, b"\xcc" * 16, code=True)
-        self._hooks.code(self._on_block, self.mem.code_start, self.mem.data_start - 1, block=True)
+        self._hooks.code(self._on_block, self.mem.code_start, self.mem.code_end - 1, block=True)
         self._hooks.invalid(self._on_invalid)
+        self._hooks.invalid_memory(self._on_bad_access)
 
     # --- loading ---------------------------------------------------------------------------------
     def load_code(self, code: bytes, symbols: Mapping[str, int] | None = None,
@@ -182,9 +199,9 @@ class Machine:
         buffers: list[tuple[np.ndarray, int]] = []
         ints: list[int] = []
         floats: list[bytes] = []
-        for arg in args:
+        for index, arg in enumerate(args):
             if isinstance(arg, np.ndarray):
-                addr = self.mem.alloc(max(arg.nbytes, 1), 64)
+                addr = self.mem.alloc(arg.nbytes, 64, label=_array_label(index, arg))
                 self.mem.write(addr, np.ascontiguousarray(arg).view(np.uint8).reshape(-1))
                 buffers.append((arg, addr))
                 ints.append(addr)
@@ -199,6 +216,8 @@ class Machine:
         if len(floats) > 8:
             raise SimulationError("argument", "more than 8 floating-point arguments")
         try:
+            self.arguments = [s for s in self.mem.allocations if s.start >= data_mark]
+            self._map_arrays()
             self._prepare(ints, floats, trace)
             self._run(entry, max_instructions or self.max_instructions, timeout or self.timeout,
                       memory_stats)
@@ -206,8 +225,31 @@ class Machine:
                 if arr.flags.writeable:
                     arr.reshape(-1).view(np.uint8)[:] = self.mem.view(addr, arr.nbytes)
         finally:
-            self.mem.data_top = data_mark
+            self.mem.release(data_mark)
         return self._result(returns)
+
+    def _map_arrays(self) -> None:
+        """Map each live data allocation into Unicorn (its pages only, so the guard pages between
+        them fault) and watch the bytes between its end and its page's end with a bounded memory
+        hook. Mappings of the previous call that are still wanted are kept."""
+        wanted = {(s.start, s.size) for s in self.mem.allocations if s.size}
+        for key in [k for k in self._mapped if k not in wanted]:
+            hook = self._mapped.pop(key)
+            if hook is not None:
+                self._hooks.remove(hook)
+            self.uc.mem_unmap(key[0], -(-key[1] // PAGE) * PAGE)
+        host = self.mem.host_address - self.mem.base
+        for start, size in sorted(wanted - self._mapped.keys()):
+            mapped = -(-size // PAGE) * PAGE
+            self.uc.mem_map_ptr(start, mapped, _PERMS["rw"], host + start)
+            hook = None
+            if size != mapped:
+                hook = self._hooks.memory(self._on_slack, max(start, start + size - _SLACK_REACH),
+                                          start + mapped - 1)
+            self._mapped[start, size] = hook
+        if self._fast_tbs and any(h is not None for h in self._mapped.values()):
+            self.uc.ctl_flush_tb()  # blocks translated without memory hooks would skip them
+            self._fast_tbs = False
 
     def _prepare(self, ints: list[int], floats: list[bytes], trace: bool) -> None:
         if trace != self.cache.trace:
@@ -242,6 +284,7 @@ class Machine:
         for ub in self._ublocks.values():
             ub.hits = 0
         self._error, self._counted, self._limit, self._entries = None, 0, limit, 0
+        self._timeout, self._bad_access = timeout, None
         self._scalar_mem = [0, 0]
         mem_hook = self._hooks.memory(self._on_memory) if (memory_stats or self.st.trace is not None) \
             else None
@@ -259,6 +302,8 @@ class Machine:
             if mem_hook is not None:
                 self._hooks.remove(mem_hook)
                 self.uc.ctl_flush_tb()
+            if all(h is None for h in self._mapped.values()):
+                self._fast_tbs = True
         elapsed = time.perf_counter() - start
         if self._error is None and self.uc.reg_read(X.UC_X86_REG_RIP) != self.ret_addr:
             self._error = self._fault(GuestFault("limit", f"wall-time limit of {timeout:g} s reached"),
@@ -327,11 +372,30 @@ class Machine:
                                               rip=address)
                 emu_stop(handle)
             elif not ub.hits & 0x3FF and time.perf_counter() > self._deadline:
-                self._error = SimulationError("limit", "wall-time limit reached", rip=address)
+                self._error = SimulationError("limit", f"wall-time limit of {self._timeout:g} s reached",
+                                              rip=address)
                 emu_stop(handle)
         except BaseException as exc:
             self._error = SimulationError("internal", f"{type(exc).__name__}: {exc}", rip=address)
             emu_stop(handle)
+
+    def _on_slack(self, access: int, address: int, size: int) -> None:
+        """An access near the end of an array whose last page has bytes past it."""
+        write = access == unicorn.UC_MEM_WRITE
+        if self._error is None and not self.mem.accessible(address, size, write):
+            try:
+                rip = self.uc.reg_read(X.UC_X86_REG_RIP)
+                fault = GuestFault("memory", self.mem.describe(address, size, _ACCESS[access]),
+                                   address)
+                self._error = self._fault(fault, rip, self._unicorn_registers())
+            except BaseException as exc:
+                self._error = SimulationError("internal", f"{type(exc).__name__}: {exc}")
+            self.uc.emu_stop()
+
+    def _on_bad_access(self, access: int, address: int, size: int) -> bool:
+        """An access to unmapped or protected memory: noted for the error message; it faults."""
+        self._bad_access = (access, address, size)
+        return False
 
     def _on_memory(self, access: int, address: int, size: int) -> None:
         write = int(access == unicorn.UC_MEM_WRITE)
@@ -393,7 +457,7 @@ class Machine:
                 if counted > limit:
                     raise GuestFault("limit", f"instruction limit of {limit:,} reached")
                 if clock() > deadline:
-                    raise GuestFault("limit", "wall-time limit reached")
+                    raise GuestFault("limit", f"wall-time limit of {self._timeout:g} s reached")
         except GuestFault as fault:
             self._counted = counted
             if fault.kind == "limit":
@@ -404,17 +468,26 @@ class Machine:
         return addr
 
     # --- errors and statistics -------------------------------------------------------------------
-    def _fault(self, fault: GuestFault, rip: int) -> SimulationError:
+    def _fault(self, fault: GuestFault, rip: int,
+               registers: Mapping[str, int] | None = None) -> SimulationError:
         try:
             text = self.cache.insn(rip).text
         except GuestFault:
             text = "?"
         return SimulationError(fault.kind, fault.message, rip=rip, instruction=text,
-                               registers=self.st.registers(), address=fault.address)
+                               registers=self.st.registers() if registers is None else registers,
+                               address=fault.address)
+
+    def _unicorn_registers(self) -> dict[str, int]:
+        return {name: self.uc.reg_read(rid) for name, rid in zip(GPR_NAMES, GPR_IDS, strict=True)}
 
     def _unicorn_error(self, exc: unicorn.UcError) -> SimulationError:
         rip = self.uc.reg_read(X.UC_X86_REG_RIP)
-        regs = {name: self.uc.reg_read(rid) for name, rid in zip(GPR_NAMES, GPR_IDS, strict=True)}
+        regs = self._unicorn_registers()
+        if self._bad_access is not None and _UC_ERROR_KIND.get(exc.errno) == "memory":
+            access, address, size = self._bad_access
+            fault = GuestFault("memory", self.mem.describe(address, size, _ACCESS[access]), address)
+            return self._fault(fault, rip, regs)
         try:
             insn = self.cache.insn(rip)
             text = insn.text
@@ -459,3 +532,10 @@ class Machine:
         self.stats = s
         if self.st.trace is not None:
             self.trace = MemoryTrace.from_list(self.st.trace)
+
+
+def _array_label(index: int, arr: np.ndarray) -> str:
+    """``arg 2 (i8[16x2560])``: an array argument in fault messages."""
+    kind = {"i": "i", "u": "u", "f": "f"}.get(arr.dtype.kind)
+    dtype = f"{kind}{8 * arr.dtype.itemsize}" if kind else arr.dtype.name
+    return f"arg {index} ({dtype}[{'x'.join(map(str, arr.shape))}])"

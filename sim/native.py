@@ -125,8 +125,9 @@ def run_native(jobs: Sequence[tuple[bytes, np.ndarray]], timeout: float = 120.0)
 
 
 def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = True) -> np.ndarray:
-    """Run ``insn`` in the simulator's Python execution layer on each record (same layout and
-    register conventions as the native harness). Returns the records after execution."""
+    """Run ``insn`` (one instruction, or a short straight sequence the Python layer executes) in
+    the simulator on each record (same layout and register conventions as the native harness).
+    Returns the records after execution."""
     from . import flags as fl
     from .blocks import compile_one
     from .memory import GuestMemory
@@ -138,7 +139,14 @@ def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = Tru
     rdx = window + MEM_BIAS
     code_addr = mem.code_start
     mem.write(code_addr, insn, code=True)
-    compiled = compile_one(st, code_addr, trace=False)
+    steps = []
+    addr = code_addr
+    while addr < code_addr + len(insn):  # a short sequence (e.g. a register set-up, then the form)
+        compiled = compile_one(st, addr, trace=False)
+        if compiled.run is None:
+            raise ValueError(f"{compiled.text}: not executed by the Python layer")
+        steps.append(compiled.run)
+        addr = compiled.next
     gpr_num = {"rax": 0, "rcx": 1, "rdx": 2, "rbx": 3, "rsi": 6, "rdi": 7, "r8": 8, "r9": 9,
                "r10": 10, "r11": 11}
     out = records.copy()
@@ -153,7 +161,8 @@ def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = Tru
         st.flags[0] = fl.raw(flags_in | 0x2)
         st.fp.mxcsr = int(rec[MXCSR_IN:MXCSR_IN + 4].view(np.uint32)[0])
         mem.buf[window - mem.base:window - mem.base + MEM_BYTES] = rec[MEM_OFFSET:]
-        compiled.run()
+        for step in steps:
+            step()
         rec[:512] = st.ymm.reshape(-1)
         for i, name in enumerate(GPRS):
             gv[i] = st.gpr[gpr_num[name]]

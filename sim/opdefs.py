@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 Fn = Callable[..., np.ndarray]
+Closure = Callable[[], None]
 """``fn(srcs, imm, out) -> array`` (and ``fn(srcs, imm, out, env)`` for floating-point ops)."""
 
 I8, I16, I32, I64 = np.int8, np.int16, np.int32, np.int64
@@ -34,6 +35,19 @@ class Op:
     dtype: type | None = None
     writes_flags: bool = False
     fp: bool = False
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled instruction: its closure and its static memory traffic in bytes."""
+
+    run: Closure
+    bytes_read: int
+    bytes_written: int
+
+
+class Unsupported(Exception):
+    """The instruction is outside the simulator's coverage."""
 
 
 def lanes(x: np.ndarray) -> np.ndarray:

@@ -15,21 +15,16 @@ import iced_x86 as iced
 import numpy as np
 
 from . import flags as fl
+from .bmi import compile_bmi
 from .decode import Operand, address_fn, mnemonic, operands
 from .errors import GuestFault
+from .gather import compile_gather
+from .opdefs import Compiled, Unsupported
+from .pcmpstr import compile_pcmpstr
 from .state import MASK64, CpuState
 from .vecops import ALIGNED_MOVES, OPS, U8
 
 Closure = Callable[[], None]
-
-
-@dataclass(frozen=True)
-class Compiled:
-    """A compiled instruction: its closure and its static memory traffic in bytes."""
-
-    run: Closure
-    bytes_read: int
-    bytes_written: int
 
 
 @dataclass(frozen=True)
@@ -41,10 +36,6 @@ class _WithImm:
 
     def __getattr__(self, name: str):
         return getattr(self.op, name)
-
-
-class Unsupported(Exception):
-    """The instruction is outside the simulator's coverage."""
 
 
 def _reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[], np.ndarray]:
@@ -110,12 +101,19 @@ def _writer(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callab
 def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> Compiled:
     """Closure for a VEX instruction; raises :class:`Unsupported` outside the coverage."""
     name = mnemonic(ins)
+    if ins.is_vsib:
+        return compile_gather(ins, st, trace)
+    if name.startswith("vpcmp") and name[6:9] == "str":
+        return compile_pcmpstr(ins, st, trace)
     ops = operands(ins)
     if any(o.kind == "vec" and o.reg >= 16 for o in ops) or any(o.kind == "other" for o in ops):
         raise Unsupported(name)
     special = _special(name, ops, st, trace)
     if special is not None:
         return special
+    bmi = compile_bmi(name, ops, st, trace)
+    if bmi is not None:
+        return Compiled(bmi[0], bmi[1], 0)
     op = OPS.get(name)
     if op is None:
         raise Unsupported(name)
@@ -277,9 +275,29 @@ def _special(name: str, ops: list[Operand], st: CpuState, trace: bool) -> Compil
         return Compiled(lambda: upper.fill(0), 0, 0)
     if name == "vzeroall":
         return Compiled(lambda: y.fill(0), 0, 0)
-    if name in ("vpmaskmovd", "vpmaskmovq", "vmaskmovps"):
+    if name in ("vpmaskmovd", "vpmaskmovq", "vmaskmovps", "vmaskmovpd"):
         return _maskmov(name, ops, st)
+    if name in ("vldmxcsr", "vstmxcsr"):
+        return _mxcsr(name, ops[0], st, trace)
     return None
+
+
+def _mxcsr(name: str, op: Operand, st: CpuState, trace: bool) -> Compiled:
+    """vldmxcsr m32 (#GP for reserved bits) / vstmxcsr m32."""
+    addr, mem, env = address_fn(op, st.gpr), st.mem, st.fp
+
+    def load() -> None:
+        a = addr()
+        if trace and st.trace is not None:
+            st.trace.append((a, 4, 0))
+        env.load(int.from_bytes(mem.view(a, 4), "little"))
+
+    def store() -> None:
+        a = addr()
+        if trace and st.trace is not None:
+            st.trace.append((a, 4, 1))
+        mem.wview(a, 4)[:] = np.frombuffer(env.mxcsr.to_bytes(4, "little"), U8)
+    return Compiled(load, 4, 0) if name == "vldmxcsr" else Compiled(store, 0, 4)
 
 
 def _maskmov(name: str, ops: list[Operand], st: CpuState) -> Compiled:
@@ -287,7 +305,7 @@ def _maskmov(name: str, ops: list[Operand], st: CpuState) -> Compiled:
 
     Only active lanes are accessed, so inactive lanes never fault. Traffic counts the full width.
     """
-    elem = 8 if name == "vpmaskmovq" else 4
+    elem = 8 if name in ("vpmaskmovq", "vmaskmovpd") else 4
     dt = np.int64 if elem == 8 else np.int32
     g, mem = st.gpr, st.mem
     if ops[0].kind == "mem":  # store: [mem], mask, src

@@ -348,6 +348,86 @@ def _ptest(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
     return (zf.astype(U64) << 6) | cf.astype(U64)
 
 
+def _movlh(high: bool) -> Op:
+    """vmovlps/pd, vmovhps/pd: load ``xmm1, xmm2, m64`` puts m64 in the low (high) qword and keeps
+    the other qword of xmm2; store ``m64, xmm1`` writes its low (high) qword."""
+    def fn(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+        if len(s) == 1:
+            return s[0][..., 8:16] if high else s[0][..., :8]
+        keep = s[0][..., :8] if high else s[0][..., 8:16]
+        parts = [keep, s[1][..., :8]] if high else [s[1][..., :8], keep]
+        return np.concatenate(parts, axis=-1)
+    return Op(fn)
+
+
+def _shufpd(a: np.ndarray, b: np.ndarray, imm: int | None) -> np.ndarray:
+    """Per 128-bit lane ``l``: qword imm[2l] of src1, qword imm[2l+1] of src2."""
+    x, y = a.view(U64), b.view(U64)
+    n = x.shape[-2]
+    lo = np.array([(imm >> (2 * lane)) & 1 for lane in range(n)])
+    hi = np.array([(imm >> (2 * lane + 1)) & 1 for lane in range(n)])
+    first = np.take_along_axis(x, np.broadcast_to(lo[:, None], (*x.shape[:-1], 1)), axis=-1)
+    second = np.take_along_axis(y, np.broadcast_to(hi[:, None], (*y.shape[:-1], 1)), axis=-1)
+    return np.concatenate([first, second], axis=-1)
+
+
+def _shufpd_op(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+    res = _shufpd(_lanes(s[0]), _lanes(s[1]), imm)
+    return _flat(np.ascontiguousarray(res).view(U8))
+
+
+def _testp(dt: type) -> Op:
+    """vtestps/pd: ZF = no element of src1 & src2 has its sign set, CF = none of ~src1 & src2."""
+    def fn(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+        a, b = s[0].view(dt), s[1].view(dt)
+        zf = ((a & b) >= 0).all(axis=-1)
+        cf = ((~a & b) >= 0).all(axis=-1)
+        return (zf.astype(U64) << 6) | cf.astype(U64)
+    return Op(fn, writes_flags=True)
+
+
+def _phminposuw(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+    """The smallest unsigned word of the xmm source in word 0, its (first) index in bits 18:16."""
+    w = s[0][..., :16].view(U16)
+    res = np.zeros((*w.shape[:-1], 8), U16)
+    res[..., 0] = w.min(axis=-1)
+    res[..., 1] = w.argmin(axis=-1)
+    return res
+
+
+def _extractps(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+    """vextractps r32/r64/m32, xmm, imm: dword imm[1:0], zero-extended."""
+    d = s[0][..., :16].view(U32)[..., (imm & 3):(imm & 3) + 1]
+    return resize([np.ascontiguousarray(d).view(U8)], None, out)
+
+
+def _insertps(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+    """vinsertps xmm1, xmm2, xmm3/m32, imm: dword imm[7:6] of a register source (the m32 itself
+    for memory) into dword imm[5:4] of xmm2, then dwords set in imm[3:0] cleared."""
+    res = np.array(s[0][..., :16]).view(U32)
+    src = s[1].view(U32)
+    value = src[..., 0] if src.shape[-1] == 1 else src[..., (imm >> 6) & 3]
+    res[..., (imm >> 4) & 3] = value
+    for i in range(4):
+        if imm >> i & 1:
+            res[..., i] = 0
+    return res
+
+
+def _mpsadbw(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
+    """vmpsadbw: per 128-bit lane (the upper lane uses imm[5:3]), eight sums of absolute
+    differences of 4-byte groups: src1 bytes from offset imm[2]*4 + i, src2 block imm[1:0]*4."""
+    a, b = _lanes(s[0]).astype(I16), _lanes(s[1]).astype(I16)
+    parts = []
+    for lane in range(a.shape[-2]):
+        sel = imm >> (3 * lane)
+        off1, off2 = (sel >> 2 & 1) * 4, (sel & 3) * 4
+        blk = b[..., lane, off2:off2 + 4]
+        rows = np.stack([a[..., lane, off1 + i:off1 + i + 4] for i in range(8)], axis=-2)
+        parts.append(np.abs(rows - blk[..., None, :]).sum(axis=-1).astype(U16))
+    return np.concatenate(parts, axis=-1)
+
+
 # --- the table ------------------------------------------------------------------------------------
 
 def _madd_wd(s: list[np.ndarray], imm: int | None, out: int) -> np.ndarray:
@@ -482,6 +562,15 @@ def _build() -> dict[str, Op]:
     t["vmovsldup"] = Op(_movsldup)
     t["vmovddup"] = Op(_movddup)
     t["vptest"] = Op(_ptest, writes_flags=True)
+    t["vtestps"] = _testp(I32)
+    t["vtestpd"] = _testp(I64)
+    t["vmovlps"] = t["vmovlpd"] = _movlh(False)
+    t["vmovhps"] = t["vmovhpd"] = _movlh(True)
+    t["vshufpd"] = Op(_shufpd_op)
+    t["vphminposuw"] = Op(_phminposuw)
+    t["vextractps"] = Op(_extractps)
+    t["vinsertps"] = Op(_insertps)
+    t["vmpsadbw"] = Op(_mpsadbw)
     t.update(float_ops())
     return t
 
@@ -493,7 +582,8 @@ ALIGNED_MOVES = frozenset({"vmovdqa", "vmovaps", "vmovapd", "vmovntdq", "vmovntd
                            "vmovntpd"})
 """Moves whose memory operand must be aligned to its size (#GP otherwise)."""
 
-SPECIAL = frozenset({"vzeroupper", "vzeroall", "vpmaskmovd", "vpmaskmovq", "vmaskmovps"})
+SPECIAL = frozenset({"vzeroupper", "vzeroall", "vpmaskmovd", "vpmaskmovq", "vmaskmovps",
+                     "vmaskmovpd", "vldmxcsr", "vstmxcsr"})
 """Supported instructions executed by dedicated code in the executor (not a table entry)."""
 
 
