@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import numpy as np
@@ -55,6 +56,8 @@ class FpEnv:
     def __init__(self) -> None:
         self.mxcsr = MXCSR_DEFAULT
         self.raised = 0
+        self._capturing = False
+        self._in_session = False
 
     @property
     def rc(self) -> int:
@@ -76,16 +79,37 @@ class FpEnv:
         ufunc or cast and reports them after it: those four come from numpy's error callback,
         precision and denormal (which numpy leaves alone) from the host MXCSR."""
         old = host_swap((self.mxcsr & (RC_MASK | DAZ | FTZ)) | MASKS)
+        self._capturing = True
         try:
+            if self._in_session:
+                return f(*args)
             with np.errstate(all="call", call=self._numpy_flag):
                 return f(*args)
         finally:
+            self._capturing = False
             self.raised |= host_swap(old) & FLAGS
 
     def _numpy_flag(self, kind: str, flags: int) -> None:
+        if not self._capturing:
+            return  # numpy work outside a floating-point instruction (integer scalars...)
         for bit, mxcsr_flag in _NUMPY_FLAGS.items():
             if flags & bit:
                 self.raised |= mxcsr_flag
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """numpy's error reporting routed to this environment for a whole run (entering
+        ``np.errstate`` once instead of per instruction); reports outside :meth:`host` are
+        dropped."""
+        if self._in_session:
+            yield
+            return
+        with np.errstate(all="call", call=self._numpy_flag):
+            self._in_session = True
+            try:
+                yield
+            finally:
+                self._in_session = False
 
     def signal(self, flags: int) -> None:
         self.raised |= flags

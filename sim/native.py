@@ -128,7 +128,6 @@ def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = Tru
     """Run ``insn`` (one instruction, or a short straight sequence the Python layer executes) in
     the simulator on each record (same layout and register conventions as the native harness).
     Returns the records after execution."""
-    from . import flags as fl
     from .blocks import compile_one
     from .memory import GuestMemory
     from .state import CpuState
@@ -147,9 +146,18 @@ def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = Tru
             raise ValueError(f"{compiled.text}: not executed by the Python layer")
         steps.append(compiled.run)
         addr = compiled.next
+    out = records.copy()
+    with st.fp.session():
+        _simulate_each(out, st, steps, mem, window, rdx)
+    return out
+
+
+def _simulate_each(out: np.ndarray, st, steps: list, mem, window: int, rdx: int) -> None:
+    """Load each record into ``st``, run ``steps``, store the state back into the record."""
+    from . import flags as fl
+
     gpr_num = {"rax": 0, "rcx": 1, "rdx": 2, "rbx": 3, "rsi": 6, "rdi": 7, "r8": 8, "r9": 9,
                "r10": 10, "r11": 11}
-    out = records.copy()
     for rec in out:
         st.ymm[:] = rec[:512].reshape(st.ymm.shape)
         gv = rec[GPR_OFFSET:GPR_OFFSET + 8 * len(GPRS)].view(np.uint64)
@@ -169,4 +177,3 @@ def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = Tru
         rec[FLAGS_OUT:FLAGS_OUT + 8].view(np.uint64)[0] = fl.materialize(st.flags[0], st.rflags_base)
         rec[MXCSR_OUT:MXCSR_OUT + 4].view(np.uint32)[0] = st.fp.mxcsr
         rec[MEM_OFFSET:] = mem.buf[window - mem.base:window - mem.base + MEM_BYTES]
-    return out

@@ -57,8 +57,10 @@ for _name in sorted(FORMS):
     GROUPS.setdefault(_name[:5], []).append(_name)
 
 
-def test_forms_cover_the_supported_set():
-    assert set(FORMS) == set(supported_mnemonics())
+def test_forms_are_supported():
+    """These hand-picked forms (edge immediates, aliasing) add to the iced-derived forms of
+    test_forms_differential.py, which cover every supported form."""
+    assert set(FORMS) <= set(supported_mnemonics())
 
 
 @pytest.mark.native
