@@ -73,9 +73,31 @@ def test_float_arguments_and_return(machine: Machine):
         vmulps xmm0, xmm0, xmm1
         ret
     """)
-    with pytest.raises(SimulationError, match="vfmadd213ss"):
-        machine.call("fma1", np.float32(1.5), np.float32(2), np.float32(0.25), returns="f32")
+    assert machine.call("fma1", np.float32(1.5), np.float32(2), np.float32(0.25), returns="f32") == 3.25
     assert machine.call("fmul", np.float32(1.5), np.float32(-2), returns="f32") == -3.0
+
+
+def test_mxcsr_rounding_flags_and_unmasked_exceptions(machine: Machine):
+    machine.load_asm("""
+    divide:                      ; xmm0 / xmm1 under the MXCSR in edi; returns the MXCSR after
+        sub rsp, 8
+        mov dword ptr [rsp], edi
+        vldmxcsr dword ptr [rsp]
+        vdivss xmm0, xmm0, xmm1
+        vstmxcsr dword ptr [rsp]
+        mov eax, dword ptr [rsp]
+        add rsp, 8
+        ret
+    """)
+    one, three, zero = np.float32(1), np.float32(3), np.float32(0)
+    assert machine.call("divide", 0x1F80, one, three, returns="i32") == 0x1F80 | 0x20  # PE
+    assert machine.call("divide", 0x1F80, one, zero, returns="i32") == 0x1F80 | 0x04  # ZE
+    down = machine.call("divide", 0x1F80 | 0x2000, one, three, returns="i32")
+    assert down == 0x3F80 | 0x20
+    with pytest.raises(SimulationError, match=r"unmasked SIMD floating-point exception \(divide-by-zero\)"):
+        machine.call("divide", 0x1F80 & ~0x200, one, zero, returns="i32")
+    with pytest.raises(SimulationError, match="reserved bits"):
+        machine.call("divide", 0x10000 | 0x1F80, one, three, returns="i32")
 
 
 def test_loop_with_python_scalar_matches_unicorn_scalar():
