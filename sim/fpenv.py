@@ -29,6 +29,8 @@ IE, DE, ZE, OE, UE, PE = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 FLAGS = 0x3F
 DAZ, MASKS, RC_MASK, FTZ = 0x40, 0x1F80, 0x6000, 0x8000
 RC_SHIFT = 13
+CONTROL = RC_MASK | DAZ | FTZ
+"""The MXCSR bits the host takes from the guest while it computes for it."""
 RN, RD, RU, RZ = 0, 1, 2, 3
 """Rounding control values: to nearest even, down (toward -inf), up (toward +inf), toward zero."""
 MXCSR_DEFAULT = 0x1F80
@@ -78,7 +80,7 @@ class FpEnv:
         numpy clears the host's invalid, divide-by-zero, overflow and underflow flags before each
         ufunc or cast and reports them after it: those four come from numpy's error callback,
         precision and denormal (which numpy leaves alone) from the host MXCSR."""
-        old = host_swap((self.mxcsr & (RC_MASK | DAZ | FTZ)) | MASKS)
+        old = host_swap((self.mxcsr & CONTROL) | MASKS)
         self._capturing = True
         try:
             if self._in_session:
@@ -134,29 +136,26 @@ class FpEnv:
 
 # --- classification helpers on float32 / float64 lanes ---------------------------------------------
 
-_LAYOUT = {np.dtype(np.float32): (np.uint32, 23, 8), np.dtype(np.float64): (np.uint64, 52, 11)}
-
-
-def _bits(x: np.ndarray) -> tuple[np.ndarray, int, int, type]:
-    udt, frac, exp = _LAYOUT[x.dtype]
-    return x.view(udt), frac, exp, udt
+_QUIET_BIT = {np.dtype(np.float32): (np.uint32, np.uint32(1 << 22)),
+              np.dtype(np.float64): (np.uint64, np.uint64(1 << 51))}
+_TINY = {np.dtype(np.float32): np.finfo(np.float32).tiny, np.dtype(np.float64): np.finfo(np.float64).tiny}
+_ZERO = {np.dtype(np.float32): np.float32(0), np.dtype(np.float64): np.float64(0)}
 
 
 def is_snan(x: np.ndarray) -> np.ndarray:
-    b, frac, _, udt = _bits(x)
-    return np.isnan(x) & ((b >> udt(frac - 1)) & udt(1) == 0)
+    udt, bit = _QUIET_BIT[x.dtype]
+    return np.isnan(x) & ((x.view(udt) & bit) == 0)
 
 
 def is_denormal(x: np.ndarray) -> np.ndarray:
-    b, frac, exp, udt = _bits(x)
-    expo = (b >> udt(frac)) & udt((1 << exp) - 1)
-    return (expo == 0) & ((b & udt((1 << frac) - 1)) != 0)
+    a = np.abs(x)
+    return (a < _TINY[x.dtype]) & (a != _ZERO[x.dtype])
 
 
 def quiet(x: np.ndarray) -> np.ndarray:
     """NaN lanes with the quiet bit set (other lanes unchanged)."""
-    b, frac, _, udt = _bits(x)
-    return np.where(np.isnan(x), (b | udt(1 << (frac - 1))).view(x.dtype), x)
+    udt, bit = _QUIET_BIT[x.dtype]
+    return np.where(np.isnan(x), (x.view(udt) | bit).view(x.dtype), x)
 
 
 def default_nan(dt: type) -> np.generic:
@@ -170,18 +169,16 @@ def denormal_inputs(env: FpEnv, *xs: np.ndarray, skip: np.ndarray | None = None)
     """Apply DAZ (denormal inputs become signed zeros) or signal DE for denormal inputs of
     lanes with no NaN operand (a NaN operand, and an invalid operation the caller marks in
     ``skip``, take precedence over the denormal exception)."""
-    out = []
-    nan = np.zeros(np.broadcast_shapes(*(x.shape for x in xs)), bool)
+    dens = [is_denormal(x) for x in xs]
+    if not any(d.any() for d in dens):
+        return list(xs)
+    if env.daz:
+        return [np.where(d, np.copysign(np.zeros_like(x), x), x) for x, d in zip(xs, dens, strict=True)]
+    blocked = np.zeros(np.broadcast_shapes(*(x.shape for x in xs)), bool)
     if skip is not None:
-        nan |= skip
+        blocked |= skip
     for x in xs:
-        nan |= np.isnan(x)
-    for x in xs:
-        den = is_denormal(x)
-        if den.any():
-            if env.daz:
-                x = np.where(den, np.copysign(np.zeros_like(x), x), x)
-            elif (den & ~nan).any():
-                env.signal(DE)
-        out.append(x)
-    return out
+        blocked |= np.isnan(x)
+    if any((d & ~blocked).any() for d in dens):
+        env.signal(DE)
+    return list(xs)

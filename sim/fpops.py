@@ -15,12 +15,27 @@ tininess is detected after rounding.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import numpy as np
 
 from . import softfloat as sf
-from .fpenv import IE, PE, RD, RN, RU, UE, FpEnv, default_nan, denormal_inputs, is_denormal, is_snan, quiet
+from .fpenv import (
+    IE,
+    PE,
+    RD,
+    RN,
+    RU,
+    RZ,
+    UE,
+    FpEnv,
+    default_nan,
+    denormal_inputs,
+    is_denormal,
+    is_snan,
+    quiet,
+)
 from .opdefs import F32, F64, I32, I64, U8, U16, U32, U64, Op, flat, lanes
 
 _UINT = {np.dtype(F32): U32, np.dtype(F64): U64}
@@ -61,7 +76,8 @@ def _signal_snan(env: FpEnv, *xs: np.ndarray) -> None:
 def _packed(dt: type, f: Callable[..., np.ndarray], n: int = 2) -> Op:
     def fn(s: list[np.ndarray], imm: int | None, out: int, env: FpEnv) -> np.ndarray:
         return env.host(f, *(x.view(dt) for x in s[:n]))
-    return Op(fn, fp=True)
+    binary = n == 2 and isinstance(f, np.ufunc)
+    return Op(fn, fp=True, ufunc=f if binary else None, dtype=dt if binary else None)
 
 
 def _scalar(dt: type, f: Callable[..., np.ndarray], n: int = 2) -> Op:
@@ -219,17 +235,35 @@ def _fma(dt: type, order: str, neg_product: bool, neg_addend: bool | str, scalar
 
 # --- explicit-flag operations --------------------------------------------------------------------
 
+_TINY = {np.dtype(F32): np.finfo(F32).tiny, np.dtype(F64): np.finfo(F64).tiny}
+
+
+def _clean(a: np.ndarray, b: np.ndarray) -> bool:
+    """No lane of ``a`` or ``b`` is a NaN or a denormal (compares and MIN/MAX raise nothing)."""
+    ab = np.abs(np.concatenate((a.reshape(-1), b.reshape(-1))))
+    return bool(((ab >= _TINY[a.dtype]) | (ab == 0)).all())
+
+
 def _minmax(dt: type, is_max: bool, scalar: bool) -> Op:
     """vmax/vmin: ``src1 if src1 > src2 (<) else src2``; IE for any NaN, DE for denormals."""
     size = _size(dt)
 
+    tiny = float(_TINY[np.dtype(dt)])
+
     def fn(s: list[np.ndarray], imm: int | None, out: int, env: FpEnv) -> np.ndarray:
+        if scalar and s[0].ndim == 1:  # one element: Python floats, when neither is NaN/denormal
+            x, y = float(s[0][:size].view(dt)[0]), float(s[1][:size].view(dt)[0])
+            if x == x and y == y and not 0 < abs(x) < tiny and not 0 < abs(y) < tiny:
+                res = np.array(s[0][:16])
+                if not (x > y if is_max else x < y):
+                    res[:size] = s[1][:size]
+                return res
         a, b = ((x[..., :size] if scalar else x).view(dt) for x in s)
-        if (np.isnan(a) | np.isnan(b)).any():
-            env.signal(IE)
-        a, b = denormal_inputs(env, a, b)
-        with np.errstate(all="ignore"):
-            r = np.where(a > b if is_max else a < b, a, b)
+        if not _clean(a, b):
+            if (np.isnan(a) | np.isnan(b)).any():
+                env.signal(IE)
+            a, b = denormal_inputs(env, a, b)
+        r = np.where(a > b if is_max else a < b, a, b)
         return _merge_low(s[0], r) if scalar else r
     return Op(fn, fp=True)
 
@@ -247,6 +281,8 @@ _RELATIONS = {"eq": np.equal, "lt": np.less, "le": np.less_equal, "ne": np.not_e
 
 def _compare_lanes(a: np.ndarray, b: np.ndarray, imm: int, env: FpEnv) -> np.ndarray:
     relation, unordered, signalling = _PREDICATES[imm & 15]
+    if _clean(a, b):
+        return _RELATIONS[relation](a, b)
     signalling ^= bool(imm & 16)
     unord = np.isnan(a) | np.isnan(b)
     if unord.any() and (signalling or is_snan(a).any() or is_snan(b).any()):
@@ -256,11 +292,24 @@ def _compare_lanes(a: np.ndarray, b: np.ndarray, imm: int, env: FpEnv) -> np.nda
         return np.where(unord, unordered, _RELATIONS[relation](a, b))
 
 
+_PY_RELATIONS = {"eq": operator.eq, "lt": operator.lt, "le": operator.le, "ne": operator.ne,
+                 "ge": operator.ge, "gt": operator.gt, "false": lambda a, b: False,
+                 "true": lambda a, b: True}
+
+
 def _cmp(dt: type, scalar: bool) -> Op:
     """vcmpps/pd/ss/sd with the 32 AVX predicates: all-ones lanes where true."""
     size, udt = _size(dt), _UINT[np.dtype(dt)]
+    tiny = float(_TINY[np.dtype(dt)])
+    ones = np.full(size, 0xFF, U8)
 
     def fn(s: list[np.ndarray], imm: int | None, out: int, env: FpEnv) -> np.ndarray:
+        if scalar and s[0].ndim == 1:  # one element: Python floats, when neither is NaN/denormal
+            x, y = float(s[0][:size].view(dt)[0]), float(s[1][:size].view(dt)[0])
+            if x == x and y == y and not 0 < abs(x) < tiny and not 0 < abs(y) < tiny:
+                res = np.array(s[0][:16])
+                res[:size] = ones if _PY_RELATIONS[_PREDICATES[imm & 15][0]](x, y) else 0
+                return res
         a, b = ((x[..., :size] if scalar else x).view(dt) for x in s)
         mask = np.negative(_compare_lanes(a, b, imm & 31, env).astype(udt))
         return _merge_low(s[0], mask) if scalar else mask
@@ -285,9 +334,11 @@ def _comi(dt: type, signalling: bool) -> Op:
     return Op(fn, writes_flags=True, fp=True)
 
 
+_ROUNDERS = {RN: np.rint, RD: np.floor, RU: np.ceil, RZ: np.trunc}
+
+
 def _round_mode(x: np.ndarray, mode: int) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return {RN: np.rint, RD: np.floor, RU: np.ceil}.get(mode, np.trunc)(x)
+    return _ROUNDERS[mode](x)
 
 
 def to_int(x: np.ndarray, bits: int, mode: int, env: FpEnv) -> np.ndarray:
@@ -295,14 +346,17 @@ def to_int(x: np.ndarray, bits: int, mode: int, env: FpEnv) -> np.ndarray:
     range: the integer indefinite and IE; inexact: PE. DAZ applies (no DE)."""
     if env.daz:
         x = np.where(is_denormal(x), np.zeros((), x.dtype), x)
-    r = _round_mode(x.astype(F64), mode)
-    with np.errstate(all="ignore"):
-        ok = (r >= -(2.0 ** (bits - 1))) & (r < 2.0 ** (bits - 1))
-        if not ok.all():
-            env.signal(IE)
-        if (ok & (r != x)).any():
-            env.signal(PE)
+    x64 = x.astype(F64)
+    r = _round_mode(x64, mode)
     idt = I32 if bits == 32 else I64
+    ok = (r >= -(2.0 ** (bits - 1))) & (r < 2.0 ** (bits - 1))
+    if ok.all():
+        if (r != x64).any():
+            env.signal(PE)
+        return r.astype(idt)
+    env.signal(IE)
+    if (ok & (r != x64)).any():
+        env.signal(PE)
     return np.where(ok, np.where(ok, r, 0).astype(idt), np.iinfo(idt).min).astype(idt)
 
 

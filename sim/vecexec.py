@@ -18,6 +18,7 @@ from . import flags as fl
 from .bmi import compile_bmi
 from .decode import Operand, address_fn, mnemonic, operands
 from .errors import GuestFault
+from .fpenv import CONTROL, FLAGS, MASKS, host_swap
 from .gather import compile_gather
 from .opdefs import Compiled, Unsupported
 from .pcmpstr import compile_pcmpstr
@@ -152,6 +153,7 @@ def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> 
 
 _MOVES = frozenset({"vmovdqu", "vmovdqa", "vmovups", "vmovaps", "vmovupd", "vmovapd", "vlddqu",
                     "vmovntdq", "vmovntdqa", "vmovntps", "vmovntpd"})
+_SCALAR_LOADS = {"vmovss": 4, "vmovsd": 8, "vmovd": 4, "vmovq": 8}
 _EXT_TYPES = {"b": (np.int8, np.uint8), "w": (np.int16, np.uint16), "d": (np.int32, np.uint32),
               "q": (np.int64, np.uint64)}
 
@@ -200,6 +202,10 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
                 return lambda: row.__setitem__(Ellipsis, view(addr(), 32))
             return lambda: (row.__setitem__(Ellipsis, view(addr(), 16)), high.fill(0))
         return None
+    if name in _SCALAR_LOADS and len(srcs) == 1 and src.kind == "mem":  # vmovss xmm, m32...
+        n, addr, view = _SCALAR_LOADS[name], address_fn(src, g), st.mem.view
+        low, rest = y[dst.reg, :n], y[dst.reg, n:]
+        return lambda: (low.__setitem__(Ellipsis, view(addr(), n)), rest.fill(0))
     if name[:7] in ("vpmovsx", "vpmovzx") and src is not None:
         signed = name[5] == "s"
         sdt = _EXT_TYPES[name[7]][0 if signed else 1]
@@ -242,12 +248,62 @@ def _fp_closure(op, imm: int | None, dst: Operand, srcs: list[Operand], st: CpuS
     readers = [_reader(o, st, align, trace) for o in srcs]
     write = _writer(dst, st, align, trace)
     fn, env, out = op.fn, st.fp, dst.size
+    if op.ufunc is not None and not trace and dst.kind == "vec" and len(srcs) == 2 \
+            and srcs[0].kind == "vec" and srcs[1].kind in ("vec", "mem"):
+        return _fp_ufunc_closure(op, dst, srcs, st, run_generic=lambda: write(_generic(readers)))
 
-    def run() -> None:
-        res = fn([r() for r in readers], imm, out, env)
+    def _generic(rs: list) -> np.ndarray:
+        res = fn([r() for r in rs], imm, out, env)
         if env.raised:
             env.commit()
-        write(res)
+        return res
+
+    def run() -> None:
+        write(_generic(readers))
+    return run
+
+
+def _fp_ufunc_closure(op, dst: Operand, srcs: list[Operand], st: CpuState, run_generic: Closure) -> Closure:
+    """Packed IEEE arithmetic (vaddps, vmulpd...) from registers or memory: the ufunc runs into a
+    scratch row under the guest's MXCSR (captured as :meth:`FpEnv.host` does), and the result is
+    copied to the destination once no unmasked exception was raised. Outside a
+    :meth:`FpEnv.session` it takes the generic path."""
+    y, env, uf, dt = st.ymm, st.fp, op.ufunc, op.dtype
+    size = dst.size
+    per = size // np.dtype(dt).itemsize
+    typed = y.view(dt)
+    a, d = typed[srcs[0].reg, :per], typed[dst.reg, :per]
+    high = y[dst.reg, 16:] if size == 16 else None
+    scratch = np.empty(per, dt)
+    if srcs[1].kind == "vec":
+        b_row = typed[srcs[1].reg, :per]
+
+        def b_read() -> np.ndarray:
+            return b_row
+    else:
+        addr, view = address_fn(srcs[1], st.gpr), st.mem.view
+
+        def b_read() -> np.ndarray:
+            return view(addr(), size).view(dt)
+    swap = host_swap
+
+    def run() -> None:
+        if not env._in_session:
+            run_generic()
+            return
+        b = b_read()
+        old = swap((env.mxcsr & CONTROL) | MASKS)
+        env._capturing = True
+        try:
+            uf(a, b, out=scratch)
+        finally:
+            env._capturing = False
+            env.raised |= swap(old) & FLAGS
+        if env.raised:
+            env.commit()
+        d[:] = scratch
+        if high is not None:
+            high.fill(0)
     return run
 
 

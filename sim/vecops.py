@@ -25,9 +25,15 @@ _UDT = {"b": U8, "w": U16, "d": U32, "q": U64}
 _lanes, _flat = lanes, flat
 
 
+_BOUNDS: dict[type, tuple[int, int]] = {}
+
+
 def _sat(x: np.ndarray, dt: type) -> np.ndarray:
-    info = np.iinfo(dt)
-    return np.clip(x, info.min, info.max).astype(dt)
+    bounds = _BOUNDS.get(dt)
+    if bounds is None:
+        info = np.iinfo(dt)
+        bounds = _BOUNDS[dt] = (info.min, info.max)
+    return np.minimum(np.maximum(x, bounds[0]), bounds[1]).astype(dt)
 
 
 def _mask(cond: np.ndarray, dt: type) -> np.ndarray:

@@ -76,7 +76,33 @@ def run(args: argparse.Namespace) -> int:
     n, sec = _measure(machine, "dot_i8", (a, b, args.n), args.repeat, check_dot)
     print(f"AVX2 int8 dot  dot_i8_avx2.c (gcc -O3 -mavx2)  n = {args.n}:  {n:,} instructions in "
           f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s")
+    _bench_quant(args, rng)
     return 0
+
+
+def _bench_quant(args: argparse.Namespace, rng: np.random.Generator) -> None:
+    """gcc -O3 -mavx2 -mfma absmax quantization: float reduction, rounding, clamps, byte stores,
+    scalar tails (n is deliberately not a multiple of the vector width)."""
+    from tsar.kernels import kernel_c_dir
+    from tsar.sim import Machine, compile_c
+    from tsar.sim.errors import SimulationError
+
+    n = args.n - 3
+    x = (rng.standard_normal(n) * 4).astype(np.float32)
+    q = np.zeros(n, np.int8)
+    amax = np.float32(np.abs(x).max())
+    v = x * (np.float32(127) / amax)
+    want = np.clip(np.trunc(v + np.where(v >= 0, np.float32(0.5), np.float32(-0.5))), -127, 127)
+    machine = Machine()
+    machine.load_elf(compile_c(kernel_c_dir() / "quant_i8.c", opt="-O3"))
+
+    def check(_: object) -> None:
+        if not np.array_equal(q, want.astype(np.int8)):
+            raise SimulationError("bench", "quant_absmax_i8 result differs from numpy")
+
+    count, sec = _measure(machine, "quant_absmax_i8", (x, q, n), args.repeat, check)
+    print(f"AVX2 quantize  quant_i8.c (gcc -O3 -mavx2 -mfma)  n = {n}:  {count:,} instructions in "
+          f"{sec * 1e3:.1f} ms = {count / sec / 1e6:.3f} M simulated instr/s")
 
 
 def _bench_bitlinear(args: argparse.Namespace, rng: np.random.Generator) -> None:
