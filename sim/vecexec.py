@@ -153,6 +153,7 @@ def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> 
 
 _MOVES = frozenset({"vmovdqu", "vmovdqa", "vmovups", "vmovaps", "vmovupd", "vmovapd", "vlddqu",
                     "vmovntdq", "vmovntdqa", "vmovntps", "vmovntpd"})
+_BLENDV = {"vpblendvb": np.int8, "vblendvps": np.int32, "vblendvpd": np.int64}
 _SCALAR_LOADS = {"vmovss": 4, "vmovsd": 8, "vmovd": 4, "vmovq": 8}
 _EXT_TYPES = {"b": (np.int8, np.uint8), "w": (np.int16, np.uint16), "d": (np.int32, np.uint32),
               "q": (np.int64, np.uint64)}
@@ -202,6 +203,22 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
                 return lambda: row.__setitem__(Ellipsis, view(addr(), 32))
             return lambda: (row.__setitem__(Ellipsis, view(addr(), 16)), high.fill(0))
         return None
+    if name in _BLENDV and len(srcs) == 3 and all(o.kind == "vec" for o in srcs):
+        dt = _BLENDV[name]
+        per = size // np.dtype(dt).itemsize
+        typed = y.view(dt)
+        a, b, m = (typed[o.reg, :per] for o in srcs)
+        d = typed[dst.reg, :per]
+        pick, scratch = np.empty(per, bool), np.empty(per, dt)
+
+        def blendv() -> None:
+            np.less(m, 0, out=pick)
+            np.copyto(scratch, a)
+            np.copyto(scratch, b, where=pick)
+            d[:] = scratch
+            if zero_high:
+                high.fill(0)
+        return blendv
     if name in _SCALAR_LOADS and len(srcs) == 1 and src.kind == "mem":  # vmovss xmm, m32...
         n, addr, view = _SCALAR_LOADS[name], address_fn(src, g), st.mem.view
         low, rest = y[dst.reg, :n], y[dst.reg, n:]
