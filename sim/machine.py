@@ -30,7 +30,7 @@ from .errors import GuestFault, SimulationError
 from .memory import PAGE, GuestMemory, Span
 from .state import GPR_NAMES, MASK64, CpuState
 from .stats import MemoryTrace, Stats
-from .ucfast import GPR_IDS, XMM_IDS, Hooks, RegBatch, emu_stop, get_rip, set_rip
+from .ucfast import GPR_IDS, XMM_IDS, Hooks, RegBatch, emu_stop, set_rip
 
 _PERMS = {"rx": unicorn.UC_PROT_READ | unicorn.UC_PROT_EXEC,
           "rw": unicorn.UC_PROT_READ | unicorn.UC_PROT_WRITE}
@@ -137,7 +137,7 @@ class Machine:
     def load_program(self, program: Program) -> dict[str, int]:
         """Load an assembled :class:`~tsar.isa.assembler.Program` (relocated if its base is not a
         free code address; keystone output is position-independent for relative branches)."""
-        if program.base >= self.mem.code_top and program.base + len(program.code) <= self.mem.data_start:
+        if program.base >= self.mem.code_top and program.base + len(program.code) <= self.mem.code_end:
             self.mem.code_top = program.base + len(program.code)
             addr = program.base
         else:
@@ -294,7 +294,8 @@ class Machine:
         self._deadline = start + timeout
         try:
             try:
-                self.uc.emu_start(entry, self.ret_addr, timeout=int(timeout * 1e6))
+                with self.st.fp.session():
+                    self.uc.emu_start(entry, self.ret_addr, timeout=int(timeout * 1e6))
             except unicorn.UcError as exc:
                 if self._error is None:
                     self._error = self._unicorn_error(exc)
@@ -306,8 +307,8 @@ class Machine:
                 self._fast_tbs = True
         elapsed = time.perf_counter() - start
         if self._error is None and self.uc.reg_read(X.UC_X86_REG_RIP) != self.ret_addr:
-            self._error = self._fault(GuestFault("limit", f"wall-time limit of {timeout:g} s reached"),
-                                      self.uc.reg_read(X.UC_X86_REG_RIP))
+            self._error = self._fault(self._limit_fault(True), self.uc.reg_read(X.UC_X86_REG_RIP),
+                                      self._unicorn_registers())
         self._collect(elapsed, memory_stats)
         if self._error is not None:
             err, self._error = self._error, None
@@ -368,12 +369,10 @@ class Machine:
             ub.hits += 1
             self._counted += len(ub.insns)
             if self._counted > self._limit:
-                self._error = SimulationError("limit", f"instruction limit of {self._limit:,} reached",
-                                              rip=address)
+                self._error = self._fault(self._limit_fault(False), address, self._unicorn_registers())
                 emu_stop(handle)
             elif not ub.hits & 0x3FF and time.perf_counter() > self._deadline:
-                self._error = SimulationError("limit", f"wall-time limit of {self._timeout:g} s reached",
-                                              rip=address)
+                self._error = self._fault(self._limit_fault(True), address, self._unicorn_registers())
                 emu_stop(handle)
         except BaseException as exc:
             self._error = SimulationError("internal", f"{type(exc).__name__}: {exc}", rip=address)
@@ -455,9 +454,9 @@ class Machine:
                 counted += block.n
                 addr = block.branch() if block.branch is not None else block.exit
                 if counted > limit:
-                    raise GuestFault("limit", f"instruction limit of {limit:,} reached")
+                    raise self._limit_fault(False)
                 if clock() > deadline:
-                    raise GuestFault("limit", f"wall-time limit of {self._timeout:g} s reached")
+                    raise self._limit_fault(True)
         except GuestFault as fault:
             self._counted = counted
             if fault.kind == "limit":
@@ -468,6 +467,13 @@ class Machine:
         return addr
 
     # --- errors and statistics -------------------------------------------------------------------
+    def _limit_fault(self, wall_time: bool) -> GuestFault:
+        """The fault of the call's wall-time or instruction limit (checked after each block, so a
+        call stops within one block of ``max_instructions``)."""
+        if wall_time:
+            return GuestFault("limit", f"wall-time limit of {self._timeout:g} s reached")
+        return GuestFault("limit", f"instruction limit of {self._limit:,} reached")
+
     def _fault(self, fault: GuestFault, rip: int,
                registers: Mapping[str, int] | None = None) -> SimulationError:
         try:

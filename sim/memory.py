@@ -154,12 +154,12 @@ class GuestMemory:
         ``wview(addr, n)``: writable view. Closures over locals, because they run for every
         vector memory operand; the fault path is :meth:`fault`."""
         buf, base, read_end, write_end = self.buf, self.base, self._read_end, self._write_end
-        fault = self.fault
+        fault, shift = self.fault, PAGE_SHIFT
 
         def view(addr: int, nbytes: int) -> np.ndarray:
             off = addr - base
             try:
-                if off + nbytes <= read_end[off >> PAGE_SHIFT]:
+                if off + nbytes <= read_end[off >> shift]:
                     return buf[off:off + nbytes]
             except IndexError:
                 pass
@@ -168,7 +168,7 @@ class GuestMemory:
         def wview(addr: int, nbytes: int) -> np.ndarray:
             off = addr - base
             try:
-                if off + nbytes <= write_end[off >> PAGE_SHIFT]:
+                if off + nbytes <= write_end[off >> shift]:
                     return buf[off:off + nbytes]
             except IndexError:
                 pass
@@ -200,8 +200,9 @@ class GuestMemory:
         return best
 
     def describe(self, addr: int, nbytes: int, access: str) -> str:
-        """One line naming the range nearest a faulting access and the offset from it, e.g.
-        ``read of 1 byte at 0x11000a00, offset +2560 of arg 0 (i8[2560]): 1 byte past its end``."""
+        """One line naming the range nearest a faulting access, the offset from its start and how
+        far the access reaches past its end or before its start, e.g. ``read of 1 byte at
+        0x11001a00, offset +2560 of arg 0 (i8[2560]): 1 byte past its end``."""
         head = f"{access} of {nbytes} byte{'s' if nbytes != 1 else ''} at {addr:#x}"
         span = self.nearest(addr, nbytes)
         if span is None:
@@ -209,11 +210,10 @@ class GuestMemory:
         off = addr - span.start
         where = f"{head}, offset {off:+d} of {span.label}"
         if off < 0:
-            before = min(-off, nbytes)
             hint = " (stack overflow)" if span is self.stack else ""
-            return f"{where}: {before} byte{'s' if before != 1 else ''} before its start{hint}"
+            return f"{where}: {-off} byte{'s' if off != -1 else ''} before its start{hint}"
         if addr + nbytes > span.end:
-            past = addr + nbytes - max(addr, span.end)
+            past = addr + nbytes - span.end
             return f"{where}: {past} byte{'s' if past != 1 else ''} past its end"
         if access == "write" and not span.writable:
             return f"{where}: {span.label} is read-only"

@@ -104,11 +104,5 @@ def set_rip(handle: int, value: int) -> None:
     uclib.uc_reg_write(handle, X.UC_X86_REG_RIP, ctypes.byref(_RIP))
 
 
-def get_rip(handle: int) -> int:
-    """RIP from inside a hook (exact in memory hooks: Unicorn syncs it before the access)."""
-    uclib.uc_reg_read(handle, X.UC_X86_REG_RIP, ctypes.byref(_RIP))
-    return _RIP.value
-
-
 def emu_stop(handle: int) -> None:
     uclib.uc_emu_stop(handle)

@@ -142,8 +142,8 @@ def _simulate(path: Path, kern: _Kernel):
     symbols = machine.load_elf(path)
     fn = f"tsar_sim_{kern.name}_gemv"
     base = symbols[fn] - image.symbols[fn]
-    weights_at = -(-machine.mem.data_top // 64) * 64  # the first array argument's guest address
     rc = machine.call(fn, *kern.sim_args(kern.weights), returns="i32", memory_stats=True, trace=True)
+    weights_at = machine.arguments[0].start  # the guest address of the first array argument
     if rc != 0:
         raise RuntimeError(f"{fn} returned {rc} in the simulator")
     assert machine.trace is not None

@@ -103,7 +103,7 @@ def _run_registers(source: str, batch: bool, seed: int, trace: bool = False) -> 
     store = "\n".join(f"    vmovdqu ymmword ptr [rcx + {32 * i}], ymm{i}" for i in range(16))
     m.load_asm(f"f:\n{load}\n{source}\n{store}\n    ret\n")
     regs_in = rng.integers(0, 256, (16, 32)).astype(np.uint8)
-    acts = rng.integers(-128, 128, 64).astype(np.int8)
+    acts = rng.integers(-128, 128, 128).astype(np.int8)  # [rsi + 8 k] for k up to 16
     weights = rng.integers(0, 256, 64 * 32).astype(np.uint8)
     regs_out = np.zeros((16, 32), np.uint8)
     m.call("f", regs_in, acts, weights, regs_out, trace=trace)

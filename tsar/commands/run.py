@@ -35,6 +35,11 @@ examples:
       --out i32:16 --arg 2560
   tsar run dot.so --fn dot_i8 --arg i8:4096 --arg i8:4096 --arg 4096 --returns i32"""
 
+MAX_INSTRUCTIONS = 10**9
+"""Default instruction limit of one call (guest instructions)."""
+TIMEOUT = 600.0
+"""Default wall-time limit of one call (seconds)."""
+
 _DTYPES = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16, "i32": np.int32,
            "u32": np.uint32, "i64": np.int64, "u64": np.uint64, "f32": np.float32, "f64": np.float64}
 
@@ -63,8 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=["i64", "u64", "i32", "u32", "f32", "f64", "none"],
                         help="how to read the return value (rax or xmm0); default i64")
     parser.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
-    parser.add_argument("--max-instructions", type=int, default=10**9)
-    parser.add_argument("--timeout", type=float, default=600.0, help="wall-time limit in seconds")
+    parser.add_argument("--max-instructions", type=int, default=MAX_INSTRUCTIONS, metavar="N",
+                        help=f"stop the call after about N guest instructions (default {MAX_INSTRUCTIONS:,})")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT, metavar="SECONDS",
+                        help=f"stop the call after this wall time (default {TIMEOUT:g} s)")
     parser.add_argument("--memory-stats", action="store_true",
                         help="count Unicorn's scalar memory traffic too (slower)")
     parser.add_argument("--trace", metavar="FILE.npz",
@@ -121,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         from tsar.kernel_cli import run_bitlinear
 
         return run_bitlinear(args.file, args.kernel, args.shape, seed=args.seed, hot=args.hot)
-    from tsar.sim import Machine
+    from tsar.sim import Machine, SimulationError
 
     path = Path(args.file)
     if not path.is_file():
@@ -141,8 +148,14 @@ def run(args: argparse.Namespace) -> int:
         call_args.append(value)
         if is_out:
             outputs.append((spec, value))
-    result = machine.call(fn, *call_args, returns=args.returns, trace=bool(args.trace),
-                          memory_stats=args.memory_stats)
+    try:
+        result = machine.call(fn, *call_args, returns=args.returns, trace=bool(args.trace),
+                              memory_stats=args.memory_stats)
+    except SimulationError as err:
+        if err.kind != "limit":
+            raise
+        option = "--timeout" if err.message.startswith("wall-time") else "--max-instructions"
+        raise UserError(f"{err}; {option} sets the limit") from None
     print(f"{fn}(...) returned {result}")
     with np.printoptions(threshold=64, linewidth=110):
         for spec, value in outputs:
