@@ -50,6 +50,7 @@ _SLACK_REACH = 32  # bytes before an array's end from which a Unicorn access is 
 
 
 _MISSING = object()
+_NATIVE_OPTIONS = ("code_size", "timeout", "in_process")
 
 
 @dataclass
@@ -74,10 +75,23 @@ class Machine:
     and statistics; used to cross-check the batching).
     """
 
+    engine = "python"
+
+    def __new__(cls, *args: object, engine: str = "python", **kwargs: object):
+        """``engine="python"`` (this class) or ``"native"`` (a
+        :class:`~tsar.sim.native_engine.NativeMachine`: the host runs the code, T-SAR instructions
+        through rewritten stubs)."""
+        if engine == "native":
+            from .native_engine import NativeMachine
+            return NativeMachine(**{k: v for k, v in kwargs.items() if k in _NATIVE_OPTIONS})
+        if engine != "python":
+            raise SimulationError("argument", f"unknown engine '{engine}' (expected python or native)")
+        return super().__new__(cls)
+
     def __init__(self, *, code_size: int = 16 << 20, data_size: int = 512 << 20,
                  stack_size: int = 1 << 20, max_instructions: int = 10**10,
                  timeout: float = 3600.0, python_scalar: bool = True,
-                 batch_tsar: bool = True) -> None:
+                 batch_tsar: bool = True, engine: str = "python") -> None:
         self.mem = GuestMemory(code_size=code_size, data_size=data_size, stack_size=stack_size,
                                guarded=True)
         self.uc = unicorn.Uc(unicorn.UC_ARCH_X86, unicorn.UC_MODE_64)
