@@ -332,7 +332,7 @@ class NativeMachine:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:
             pass
 
 
@@ -355,5 +355,5 @@ def _serve(conn, fault_record: int) -> None:
             return
         try:
             conn.send(("ok", _invoke(entry, spec, returns)))
-        except Exception as exc:  # noqa: BLE001 - reported to the parent
+        except Exception as exc:
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
