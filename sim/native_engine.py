@@ -15,6 +15,7 @@ instruction counts, memory traces or guard regions (the Python engine has them).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import multiprocessing as mp
@@ -330,10 +331,8 @@ class NativeMachine:
             self._conn = None
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:
-            pass
 
 
 def _invoke(entry: int, spec: list[tuple[str, int | float]], returns: str) -> int | float | None:
