@@ -114,8 +114,8 @@ def compile_pcmpstr(ins: iced.Instruction, st: CpuState, trace: bool = False) ->
         else:
             out = np.zeros(32, U8)
             if imm & 0x40:
-                lanes = np.array([(res >> j) & 1 for j in range(n)], bool)
-                out[:16] = np.where(lanes, np.array(-1, dt), np.array(0, dt)).astype(dt).view(U8)
+                lanes = np.array([(res >> j) & 1 for j in range(n)], np.uint8)
+                out[:16] = np.repeat(lanes * np.uint8(0xFF), 16 // n)
             else:
                 out[:2] = np.frombuffer(res.to_bytes(2, "little"), U8)
             y[0] = out

@@ -27,7 +27,7 @@ from tsar.sim.vecops import ALIGNED_MOVES
 
 FORMS = vex_forms()
 FAST = {"cases": 96, "imms": (0x00, 0x1B, 0x8D)}
-SLOW = {"cases": 1500, "imms": (*range(0, 256, 9), 0x04, 0x08, 0x0C, 0x40, 0x44, 0x48, 0xFF)}
+SLOW = {"cases": 600, "imms": (*range(0, 256, 17), 0x04, 0x08, 0x0C, 0x40, 0x44, 0x48, 0xFF)}
 DISP = 8
 SET_RDX_FROM_RBX = bytes.fromhex("4889da")  # mov rdx, rbx: mulx multiplies by rdx
 ESTIMATE_BOUND = 1.5 * 2.0**-12
@@ -83,7 +83,9 @@ def _compare(form: Form, code: bytes, native: np.ndarray, sim: np.ndarray) -> No
         same = n.view(np.uint32) == s.view(np.uint32)
         with np.errstate(all="ignore"):
             close = np.isfinite(n) & np.isfinite(s) & (np.abs(s - n) <= 2 * ESTIMATE_BOUND * np.abs(n))
-        bad = ~(same | close)
+            # at the bottom of the normal range either estimate may be flushed to zero
+            edge = np.maximum(np.abs(n), np.abs(s)) <= np.finfo(np.float32).tiny * (1 + 4 * ESTIMATE_BOUND)
+        bad = ~(same | close | edge)
         assert not bad.any(), f"{form.name}: estimate outside the bound: native {n[bad][:4]} sim {s[bad][:4]}"
         native[:, 32 * reg:32 * reg + 32] = sim[:, 32 * reg:32 * reg + 32]
     bad = np.flatnonzero((native != sim).any(axis=1))

@@ -20,7 +20,7 @@ from tsar.sim.native import FLAGS_MASK, FLAGS_OUT
 
 FORMS = forms()
 FAST_CASES = 320
-SLOW_CASES = 4000
+SLOW_CASES = 2000
 
 
 def _assemble(text: str) -> bytes:
