@@ -52,6 +52,9 @@ class NativeStats:
     calls: int = 0
     wall_seconds: float = 0.0
     tsar_per_site: dict[int, int] = field(default_factory=dict)
+    call_seconds: float = 0.0
+    """``wall_seconds``: the native function alone; ``call_seconds``: the whole call (argument
+    copies and the worker round trip included)."""
 
     @property
     def tsar_instructions(self) -> int:
@@ -246,16 +249,17 @@ class NativeMachine:
         start = time.perf_counter()
         try:
             if self.in_process:
-                result = _invoke(entry, spec, returns)
+                result, seconds = _invoke(entry, spec, returns)
             else:
-                result = self._invoke_worker(entry, spec, returns, timeout or self.timeout)
+                result, seconds = self._invoke_worker(entry, spec, returns, timeout or self.timeout)
             for arr, addr in buffers:
                 if arr.flags.writeable:
                     arr.reshape(-1).view(np.uint8)[:] = self.data.read(addr, arr.nbytes)
         finally:
             self.data.top = mark
         elapsed = time.perf_counter() - start
-        self.stats = NativeStats(1, elapsed, {s: int(v[0]) for s, v in counters.items() if v[0]})
+        self.stats = NativeStats(1, seconds, {s: int(v[0]) for s, v in counters.items() if v[0]},
+                                 elapsed)
         return result
 
     def _invoke_worker(self, entry: int, spec: list, returns: str, timeout: float):
@@ -335,13 +339,18 @@ class NativeMachine:
             self.close()
 
 
-def _invoke(entry: int, spec: list[tuple[str, int | float]], returns: str) -> int | float | None:
+def _invoke(entry: int, spec: list[tuple[str, int | float]],
+            returns: str) -> tuple[int | float | None, float]:
+    """Call the native function; returns its result and its wall time in seconds."""
     types = {"u64": ctypes.c_uint64, "f32": ctypes.c_float, "f64": ctypes.c_double}
     fn = ctypes.CFUNCTYPE(_RETURNS[returns], *(types[t] for t, _ in spec))(entry)
-    result = fn(*(v for _, v in spec))
+    values = [v for _, v in spec]
+    start = time.perf_counter()
+    result = fn(*values)
+    seconds = time.perf_counter() - start
     if returns in ("f32", "f64"):
-        return float(result)
-    return None if returns == "none" else int(result)
+        return float(result), seconds
+    return (None if returns == "none" else int(result)), seconds
 
 
 def _serve(conn, fault_record: int) -> None:

@@ -8,9 +8,11 @@ from tsar.errors import UserError
 from tsar.kernel_sim import KERNEL_NAMES, plan_for, simulate
 from tsar.kernels import quant
 from tsar.shapes import parse_shape
+from tsar.sim import Machine
 
 
-def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int = 0) -> int:
+def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int = 0,
+                  engine: str = "python") -> int:
     n, m, k = parse_shape(shape)
     if mode == "gemv" and n != 1:
         raise UserError(f"gemv takes one token (N = 1), got N = {n}; use 'tsar run gemm'")
@@ -30,10 +32,14 @@ def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int
     x = rng.standard_normal((n, k)).astype(np.float32)
     print(f"{kernel}: BitLinear {n} x {m} x {k} ({plan.cfg.title}; {plan.groups} LUT group(s), "
           f"{plan.accumulators} accumulator(s); weights {plan.weight_bytes:,} B at 2 bits/weight)")
-    run = simulate(plan, x, w_t, w_scale)
+    machine = Machine(engine=engine)
+    run = simulate(plan, x, w_t, w_scale, machine=machine, memory_stats=engine == "python")
     verdict = "bit-exact" if run.exact else f"MISMATCH in {run.mismatches} of {run.y.size} outputs"
     print(f"verified against tsar.kernels.reference.bitlinear: {verdict}")
     stats = run.stats
+    if engine == "native":
+        print(f"native engine: {stats.summary()}")
+        return 0 if run.exact else 1
     print(stats.summary())
     tsar_instr = sum(stats.by_mnemonic[mn] for mn in (plan.cfg.tlut_mnemonic, plan.cfg.tgemv_mnemonic))
     print(f"per token           {stats.instructions / n:,.0f} instructions "

@@ -56,7 +56,16 @@ class _CallArg(argparse.Action):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = ARG_SYNTAX
-    parser.add_argument("file", help="assembly source (.s), shared object (.so), or gemv / gemm")
+    parser.add_argument("file", help="assembly source (.s), shared object (.so), gemv / gemm, or model")
+    parser.add_argument("model", nargs="?", help="model mode: the model name (see 'tsar compare --help')")
+    parser.add_argument("--engine", choices=["python", "native"], default="python",
+                        help="python: the instrumented simulator (default); native: the host CPU "
+                             "runs the code, T-SAR instructions through rewritten stubs")
+    parser.add_argument("--tokens", type=int, default=1, help="model mode: tokens N (default 1)")
+    parser.add_argument("--weights", metavar="FILE.npz",
+                        help="model mode: ternary weights '{layer}.{matrix}' (default: random)")
+    parser.add_argument("--layers", type=int, metavar="L",
+                        help="model mode: run only the first L transformer layers")
     parser.add_argument("--kernel", default="auto",
                         help="gemv/gemm: tsar-<c2s4|c4s4>-<ap-min|ap-max|op>, or auto (default)")
     parser.add_argument("--shape", default="1x2560x2560", help="gemv/gemm: N x M x K (default 1x2560x2560)")
@@ -124,16 +133,28 @@ def parse_arg(spec: str, rng: np.random.Generator) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    native = args.engine == "native"
+    if native and (args.trace or args.memory_stats or args.hot):
+        raise UserError("--trace, --memory-stats and --hot need --engine python (the native engine "
+                        "counts calls, wall time and T-SAR instructions only)")
+    if args.file == "model":
+        return _run_model(args)
+    if args.model is not None:
+        raise UserError(f"unexpected argument {args.model!r} (a model name follows 'model')")
     if args.file in ("gemv", "gemm"):
         from tsar.kernel_cli import run_bitlinear
 
-        return run_bitlinear(args.file, args.kernel, args.shape, seed=args.seed, hot=args.hot)
+        return run_bitlinear(args.file, args.kernel, args.shape, seed=args.seed, hot=args.hot,
+                             engine=args.engine)
     from tsar.sim import Machine, SimulationError
 
     path = Path(args.file)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    machine = Machine(max_instructions=args.max_instructions, timeout=args.timeout)
+    if native:
+        machine = Machine(engine="native", timeout=args.timeout)
+    else:
+        machine = Machine(max_instructions=args.max_instructions, timeout=args.timeout)
     if path.suffix == ".s":
         symbols = machine.load_asm(path.read_text(), filename=str(path))
     else:
@@ -148,9 +169,9 @@ def run(args: argparse.Namespace) -> int:
         call_args.append(value)
         if is_out:
             outputs.append((spec, value))
+    options = {} if native else {"trace": bool(args.trace), "memory_stats": args.memory_stats}
     try:
-        result = machine.call(fn, *call_args, returns=args.returns, trace=bool(args.trace),
-                              memory_stats=args.memory_stats)
+        result = machine.call(fn, *call_args, returns=args.returns, **options)
     except SimulationError as err:
         if err.kind != "limit":
             raise
@@ -169,4 +190,23 @@ def run(args: argparse.Namespace) -> int:
         t = machine.trace
         np.savez_compressed(args.trace, address=t.address, size=t.size, write=t.write)
         print(f"wrote {len(t):,} memory accesses to {args.trace}")
+    return 0
+
+
+def _run_model(args: argparse.Namespace) -> int:
+    from tsar.model_run import run_model
+    from tsar.models import MODELS
+
+    if args.model is None:
+        raise UserError(f"tsar run model needs a model name (one of {', '.join(MODELS)})")
+    run = run_model(args.model, args.tokens, kernel=args.kernel, engine=args.engine,
+                    weights=args.weights, layers=args.layers, seed=args.seed)
+    print(f"{args.model}: {sum(run.calls.values())} BitLinear calls, {args.tokens} token(s), "
+          f"{args.engine} engine")
+    print(run.table())
+    if run.mismatched_layers:
+        print(f"MISMATCH against tsar.kernels.reference.bitlinear in {len(run.mismatched_layers)} "
+              f"layer(s): {', '.join(run.mismatched_layers[:8])}")
+        return 1
+    print("every output bit-exact against tsar.kernels.reference.bitlinear")
     return 0
