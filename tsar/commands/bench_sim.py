@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", default="tsar-c2s4-op",
                         help="generated T-SAR BitLinear kernel, 1 token (default tsar-c2s4-op)")
     parser.add_argument("--repeat", type=int, default=3, help="timed calls per kernel (best is kept)")
+    parser.add_argument("--engine", choices=["python", "native", "both"], default="both",
+                        help="which engines to measure (default both)")
 
 
 def _measure(machine, fn: str | int, args: tuple, repeat: int, check) -> tuple[int, float]:
@@ -43,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     from tsar.sim.errors import SimulationError
 
     rng = np.random.default_rng(0)
+    if args.engine == "native":
+        _bench_native(args, rng, None)
+        return 0
     k = args.k - args.k % 8
     machine = Machine()
     machine.load_asm(kernel_source("gemv16_c2s4.s").read_text(), filename="gemv16_c2s4.s")
@@ -60,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"T-SAR GEMV  gemv16_c2s4.s  16 x {k}:  {n:,} instructions in {sec * 1e3:.1f} ms "
           f"= {n / sec / 1e6:.3f} M simulated instr/s")
 
-    _bench_bitlinear(args, rng)
+    bitlinear_count = _bench_bitlinear(args, rng)
 
     so = compile_c(kernel_c_dir() / "dot_i8_avx2.c", opt="-O3")
     machine.load_elf(so)
@@ -77,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"AVX2 int8 dot  dot_i8_avx2.c (gcc -O3 -mavx2)  n = {args.n}:  {n:,} instructions in "
           f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s")
     _bench_quant(args, rng)
+    if args.engine == "both":
+        _bench_native(args, rng, bitlinear_count)
     return 0
 
 
@@ -132,3 +139,52 @@ def _bench_bitlinear(args: argparse.Namespace, rng: np.random.Generator) -> None
                       args.repeat, check)
     print(f"T-SAR BitLinear  {plan.name}  1 x {plan.M} x {plan.K}:  {n:,} instructions in "
           f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s")
+    return n
+
+
+def _bench_native(args: argparse.Namespace, rng: np.random.Generator, count: int | None) -> None:
+    """The BitLinear kernel on the native engine (in process and in the worker), its rate in
+    simulated instructions (the Python engine's count of the same call), and native TL2 on the
+    same layer; times are medians of alternating runs."""
+    from tsar.kernel_sim import plan_for, program_for
+    from tsar.kernels import reference
+    from tsar.kernels.baselines import prepare, time_matmul
+    from tsar.kernels.formats.tsar import pack_weights
+    from tsar.kernels.tsar_codegen import function_name
+    from tsar.sim import Machine
+    from tsar.sim.errors import SimulationError
+
+    plan = plan_for(args.kernel, args.m, args.k)
+    x = rng.standard_normal((1, plan.K)).astype(np.float32)
+    w_t = rng.integers(-1, 2, (plan.M, plan.K)).astype(np.int8)
+    stream = pack_weights(plan, w_t)
+    want = reference.bitlinear(x, w_t, 0.5)
+    if count is None:
+        python = Machine()
+        entry = python.load_program(program_for(plan))[function_name(plan)]
+        python.call(entry, x, stream, np.zeros((1, plan.M), np.float32), 1,
+                    np.zeros(plan.workspace_bytes, np.uint8), np.array([0.5], np.float32))
+        count = python.stats.instructions
+    engines = {"in process": Machine(engine="native", in_process=True), "worker": Machine(engine="native")}
+    entries = {k: m.load_program(program_for(plan))[function_name(plan)] for k, m in engines.items()}
+    tl2 = prepare("tl2", w_t, 0.5)
+    times: dict[str, list[float]] = {k: [] for k in [*engines, "TL2"]}
+    for _ in range(max(args.repeat, 5)):
+        for key, machine in engines.items():
+            y = np.zeros((1, plan.M), np.float32)
+            machine.call(entries[key], x, stream, y, 1, np.zeros(plan.workspace_bytes, np.uint8),
+                         np.array([0.5], np.float32), returns="none")
+            if not np.array_equal(y.view(np.uint32), want.view(np.uint32)):
+                raise SimulationError("bench", f"native {plan.name} result differs from the reference")
+            times[key].append(machine.stats.wall_seconds)
+        times["TL2"].append(float(np.median(time_matmul([tl2], x, 1, repeats=20))))
+    for key in engines:
+        sec = float(np.median(times[key]))
+        spread = (max(times[key]) - min(times[key])) / sec * 100
+        print(f"native engine ({key})  {plan.name}  1 x {plan.M} x {plan.K}:  {sec * 1e3:.3f} ms "
+              f"(spread {spread:.0f} %) = {count / sec / 1e6:.1f} M simulated instr/s "
+              f"({count:,} instructions counted by the Python engine)")
+    tl2_sec = float(np.median(times["TL2"]))
+    print(f"native TL2 (bitnet.cpp format, 1 thread)  1 x {plan.M} x {plan.K}:  {tl2_sec * 1e3:.3f} ms; "
+          f"T-SAR layer on the native engine / TL2: {np.median(times['in process']) / tl2_sec:.1f}x "
+          f"(emulated T-SAR instructions: not a hardware comparison)")
