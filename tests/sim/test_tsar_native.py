@@ -1,0 +1,247 @@
+"""The generated C helpers of :mod:`tsar.sim.tsar_native` against the Python engine
+(:func:`tsar.sim.tsar_exec.compile_tsar`): whole 512-byte register images after random TLUTs and
+TGEMVs of every registered configuration and of variants registered here (c = 1..4, 128 and 256
+bits, every weight-code layout: vector and scalar TGEMV paths), register and memory operands,
+aliasing operands, int8 / int16 extremes; exact-size memory reads; symbol names."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import multiprocessing as mp
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from tsar.isa import codec
+from tsar.isa.config import TsarConfig, configs, register_config, unregister_config
+from tsar.isa.instructions import by_mnemonic
+from tsar.isa.operands import Memory, Register
+from tsar.sim.memory import GuestMemory
+from tsar.sim.state import CpuState
+from tsar.sim.tsar_exec import compile_tsar
+from tsar.sim.tsar_native import build_helpers, c_name, helper_source, helper_symbols
+
+pytestmark = pytest.mark.native
+
+VARIANTS = [  # (name, c, s, vector_bits): every TGEMV layout and both widths
+    ("c3s2", 3, 2, 256),  # 6-bit codes straddling bytes: scalar TGEMV
+    ("c2s2_x", 2, 2, 256),  # 8 code bits per output
+    ("c1s8", 1, 8, 256),  # c = 1
+    ("c4s2-128", 4, 2, 128),  # 16-entry tables spanning two xmm registers
+    ("c4s4/128", 4, 4, 128),  # 32 code bits per output, two-register weights, 16-register group
+    ("c3s2-128", 3, 2, 128),  # scalar TGEMV on xmm
+    ("c4s8", 4, 8, 256),  # 64 code bits per output (scalar), 32 activations, 4-register weights
+    ("c1s4.128", 1, 4, 128),  # 8-byte weight operand
+]
+CASES = 600  # per configuration and instruction kind
+
+
+@pytest.fixture(scope="module")
+def variants() -> Iterator[list[TsarConfig]]:
+    free = iter(s for s in range(16) if s not in {cfg.slot for cfg in configs()})
+    added = [register_config(TsarConfig(name, c=c, s=s, vector_bits=v, slot=next(free)))
+             for name, c, s, v in VARIANTS]
+    yield added
+    for cfg in added:
+        unregister_config(cfg.name)
+
+
+@pytest.fixture(scope="module")
+def all_configs(variants: list[TsarConfig]) -> list[TsarConfig]:
+    return list(configs())
+
+
+@pytest.fixture(scope="module")
+def lib(all_configs: list[TsarConfig]) -> ctypes.CDLL:
+    return ctypes.CDLL(str(build_helpers(all_configs)))
+
+
+def _functions(lib: ctypes.CDLL, cfg: TsarConfig):
+    tlut, tgemv = (getattr(lib, name) for name in helper_symbols(cfg))
+    tlut.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    tgemv.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    tlut.restype = tgemv.restype = None
+    return tlut, tgemv
+
+
+def _image(rng: np.random.Generator) -> np.ndarray:
+    """Random ymm0..15 with int8 extremes (activations) and int16 extremes (words, accumulators)."""
+    regs = rng.integers(0, 256, (16, 32)).astype(np.uint8)
+    kind = rng.integers(0, 4)
+    if kind == 1:  # int8 extremes everywhere
+        regs[:] = rng.choice(np.array([-128, 127, -127, 0, -1, 1], np.int8), (16, 32)).view(np.uint8)
+    elif kind == 2:  # int16 extremes everywhere (accumulators and LUT words wrap)
+        words = rng.choice(np.array([-32768, 32767, -32767, 32766, 0, -1, 512, -512], np.int16),
+                           (16, 16))
+        regs[:] = words.view(np.uint8)
+    elif kind == 3:  # all-ones / all-zero bytes
+        regs[:] = rng.choice(np.array([0, 0xFF], np.uint8), (16, 32))
+    return regs
+
+
+def _operand(nbytes: int, signed: bool, rng: np.random.Generator) -> np.ndarray:
+    kind = rng.integers(0, 4)
+    if kind == 0:
+        return rng.integers(0, 256, nbytes).astype(np.uint8)
+    if kind == 1:
+        values = np.array([-128, 127] if signed else [0xFF, 0x00, 0xAA, 0x55], np.int64)
+        return rng.choice(values, nbytes).astype(np.int8 if signed else np.uint8).view(np.uint8)
+    if kind == 2:
+        return np.full(nbytes, 0x80 if signed else 0xFF, np.uint8)  # -128 / all-ones codes
+    return np.full(nbytes, 0x7F if signed else 0x00, np.uint8)
+
+
+class _Python:
+    """The Python engine on one CpuState whose memory holds the operand at ``rsi``."""
+
+    def __init__(self) -> None:
+        self.st = CpuState(GuestMemory(code_size=1 << 16, data_size=1 << 16, stack_size=1 << 16))
+        self.addr = self.st.mem.data_start
+        self.st.gpr[6] = self.addr  # rsi
+
+    def run(self, inst: codec.TsarInstruction, regs: np.ndarray, operand: np.ndarray) -> np.ndarray:
+        self.st.ymm[:] = regs
+        off = self.addr - self.st.mem.base
+        self.st.mem.buf[off:off + operand.size] = operand
+        compile_tsar(inst, 0, self.st).run()
+        return self.st.ymm.copy()
+
+
+def _cases(cfg: TsarConfig, rng: np.random.Generator):
+    """(kind, dst, lut, src register or -1) for CASES random forms of each kind, the highest valid
+    register numbers and aliasing forms included."""
+    g, w = cfg.group_regs, cfg.weight_regs
+    top_group, top_weights = 16 - g, 16 - w
+    fixed = [("tlut", top_group, -1, 15), ("tlut", top_group, -1, -1), ("tlut", 0, -1, g - 1),
+             ("tgemv", 15, top_group, top_weights), ("tgemv", top_group, top_group, -1),
+             ("tgemv", top_weights, 0, top_weights), ("tgemv", 0, 0, 0)]
+    yield from fixed
+    for i in range(2 * CASES):
+        src = -1 if rng.random() < 0.5 else None
+        if i % 2 == 0:
+            yield ("tlut", int(rng.integers(0, 16 // g)) * g, -1,
+                   int(rng.integers(0, 16)) if src is None else -1)
+        else:
+            yield ("tgemv", int(rng.integers(0, 16)), int(rng.integers(0, 16 // g)) * g,
+                   int(rng.integers(0, 16 // w)) * w if src is None else -1)
+
+
+def _instruction(cfg: TsarConfig, kind: str, dst: int, lut: int, src: int) -> codec.TsarInstruction:
+    """The instruction of ``cfg`` itself (variants may share a TGEMV mnemonic, e.g. c1s8's
+    tgemv8x16 is c2s4's, which :func:`codec.make` would pick)."""
+    cls = cfg.register_class
+    mnemonic = cfg.tlut_mnemonic if kind == "tlut" else cfg.tgemv_mnemonic
+    spec = next(s for s in by_mnemonic(mnemonic) if s.config == cfg)
+    operand = Register(cls, src) if src >= 0 else Memory(base="rsi", size=spec.operands[-1].mem_bytes)
+    regs = (Register(cls, dst),) if kind == "tlut" else (Register(cls, dst), Register(cls, lut))
+    inst = codec.TsarInstruction(spec, (*regs, operand))
+    codec.validate(inst)
+    return inst
+
+
+def test_every_configuration_bit_exact(lib: ctypes.CDLL, all_configs: list[TsarConfig]) -> None:
+    assert {v[0] for v in VARIANTS} <= {cfg.name for cfg in all_configs}
+    python = _Python()
+    for cfg in all_configs:
+        tlut, tgemv = _functions(lib, cfg)
+        rng = np.random.default_rng(cfg.slot)
+        for kind, dst, lut, src in _cases(cfg, rng):
+            regs = _image(rng)
+            nbytes = cfg.k if kind == "tlut" else cfg.weight_bytes
+            operand = _operand(nbytes, kind == "tlut", rng)
+            want = python.run(_instruction(cfg, kind, dst, lut, src), regs, operand)
+            got = regs.copy()
+            ptr = operand.ctypes.data if src < 0 else None
+            if kind == "tlut":
+                tlut(got.ctypes.data, dst, src, ptr)
+            else:
+                tgemv(got.ctypes.data, dst, lut, src, ptr)
+            if not np.array_equal(got, want):
+                bad = sorted({int(r) for r in np.nonzero((got != want).any(axis=1))[0]})
+                pytest.fail(f"{cfg.name} {kind} dst={dst} lut={lut} src={src}: registers {bad} differ")
+
+
+def test_tlut_then_tgemv_is_the_ternary_product(lib: ctypes.CDLL, all_configs: list[TsarConfig]) -> None:
+    """TLUT + TGEMV add ``tile @ activations`` to the accumulator."""
+    from tsar.isa.semantics import pack_tile, tile_matvec
+
+    rng = np.random.default_rng(11)
+    for cfg in all_configs:
+        tlut, tgemv = _functions(lib, cfg)
+        for _ in range(50):
+            act = rng.integers(-127, 128, cfg.k).astype(np.int8)
+            tile = rng.integers(-1, 2, (cfg.m, cfg.k)).astype(np.int8)
+            weights = np.ascontiguousarray(pack_tile(cfg, tile))
+            regs = np.zeros((16, 32), np.uint8)
+            tlut(regs.ctypes.data, 0, -1, act.ctypes.data)
+            start = regs[15, :cfg.register_bytes].view(np.int16).copy()  # a LUT word if 16 regs
+            tgemv(regs.ctypes.data, 15, 0, -1, weights.ctypes.data)
+            acc = regs[15, :cfg.register_bytes].view(np.int16)
+            want = (start + tile_matvec(cfg, tile, act)).astype(np.int16)
+            assert (acc == want).all(), cfg.name
+
+
+def _guarded_reads(path: str, cfgs: list[TsarConfig], queue) -> None:
+    """Child process: run every helper on operands that end at a PROT_NONE page."""
+    libc = ctypes.CDLL(None)
+    page = mmap.PAGESIZE
+    buf = mmap.mmap(-1, 2 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    assert libc.mprotect(base + page, page, 0) == 0
+    lib = ctypes.CDLL(path)
+    regs = np.zeros((16, 32), np.uint8)
+    for cfg in cfgs:
+        tlut, tgemv = _functions(lib, cfg)
+        tlut(regs.ctypes.data, 0, -1, base + page - cfg.k)
+        tgemv(regs.ctypes.data, 0, 0, -1, base + page - cfg.weight_bytes)
+    queue.put("ok")
+
+
+def test_memory_operands_read_exactly_their_bytes(all_configs: list[TsarConfig]) -> None:
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    path = str(build_helpers(all_configs))
+    child = ctx.Process(target=_guarded_reads, args=(path, all_configs, queue))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0 and queue.get(timeout=5) == "ok"
+
+
+def test_freestanding_object(all_configs: list[TsarConfig]) -> None:
+    path = build_helpers(all_configs)
+    assert build_helpers(all_configs) == path  # cached
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm not found")
+    undefined = subprocess.run([nm, "-D", "--undefined-only", str(path)], capture_output=True,
+                               text=True, check=True).stdout.split()
+    assert undefined == []
+    defined = subprocess.run([nm, "-D", "--defined-only", str(path)], capture_output=True,
+                             text=True, check=True).stdout
+    for cfg in all_configs:
+        for name in helper_symbols(cfg):
+            assert re.search(rf"\bT {name}$", defined, re.M), name
+
+
+def test_names_are_c_identifiers_and_injective() -> None:
+    names = ["c2s4", "c2s4-128", "c2s4_128", "c2s4_2d_128", "c2s4__128", "a-b", "a_2d_b", "a.b",
+             "ü", "c 2", "_", "__", "-"]
+    mapped = [c_name(n) for n in names]
+    assert len(set(mapped)) == len(names)
+    assert all(re.fullmatch(r"[A-Za-z0-9_]+", m) for m in mapped)
+    assert helper_symbols(TsarConfig("c2s4-128", c=2, s=4, vector_bits=128)) == \
+        ("tsar_tlut_c2s4_2d_128", "tsar_tgemv_c2s4_2d_128")
+
+
+def test_refuses_what_the_golden_semantics_refuse() -> None:
+    wide = TsarConfig("c2s4-acc32", c=2, s=4, acc_bits=32)
+    with pytest.raises(ValueError, match="int16"):
+        helper_source(wide)
+    with pytest.raises(ValueError, match="int16"):
+        build_helpers([wide])
