@@ -158,3 +158,54 @@ def test_guest_faults_name_the_instruction():
 def test_unknown_engine_is_a_one_line_error():
     with pytest.raises(SimulationError, match="unknown engine 'qemu'"):
         Machine(engine="qemu")
+
+
+@pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.name)
+def test_tlut_tgemv_equal_the_ternary_product_natively(cfg: TsarConfig):
+    """The ISA property (TGEMV over TLUT's group == W @ a) through the rewritten stubs."""
+    from tsar.isa.semantics import pack_tile, tile_matvec
+
+    reg = "ymm" if cfg.vector_bits == 256 else "xmm"
+    g = cfg.group_regs
+    source = f"""
+    f:                           ; f(act, weights, out): out = TGEMV(0, TLUT(act), weights)
+        vpxor {reg}0, {reg}0, {reg}0
+        {cfg.tlut_mnemonic} {reg}{g}, [rdi]
+        {cfg.tgemv_mnemonic} {reg}0, {reg}{g}, [rsi]
+        vmovdqu [rdx], {reg}0
+        vzeroupper
+        ret
+    """
+    rng = np.random.default_rng(7)
+    m = Machine(engine="native")
+    m.load_asm(source)
+    for trial in range(40):
+        tile = rng.integers(-1, 2, (cfg.m, cfg.k)).astype(np.int8)
+        act = rng.integers(-128, 128, cfg.k).astype(np.int8)
+        if trial == 0:
+            tile[:] = 1
+            act[:] = -128
+        out = np.zeros(cfg.register_bytes, np.uint8)
+        m.call("f", act, pack_tile(cfg, tile).reshape(-1), out, returns="none")
+        got = out.view(np.int16)[:cfg.m]
+        assert np.array_equal(got, tile_matvec(cfg, tile, act).astype(np.int16)), trial
+
+
+@pytest.mark.parametrize("name", ["bitnet-b1.58-2b-4t", pytest.param("llama3-8b", marks=pytest.mark.slow)])
+def test_whole_model_layers_bit_exact(name: str):
+    from tsar.model_run import run_model
+
+    run = run_model(name, 2, kernel="tsar-c2s4-op", layers=1, progress=False)
+    assert not run.mismatched_layers and sum(run.calls.values()) == 5
+
+
+def test_model_run_errors_are_one_line(tmp_path):
+    from tsar.errors import UserError
+    from tsar.model_run import run_model
+
+    with pytest.raises(UserError, match="unknown model 'gpt5'"):
+        run_model("gpt5")
+    bad = tmp_path / "w.npz"
+    np.savez(bad, **{"0.qkv": np.full((3, 3), 2, np.int8)})
+    with pytest.raises(UserError, match=r"weights '0.qkv' must be ternary int8 of shape \(3840, 2560\)"):
+        run_model("bitnet-b1.58-2b-4t", weights=str(bad), layers=1, progress=False)
