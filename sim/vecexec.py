@@ -19,6 +19,7 @@ from .bmi import compile_bmi
 from .decode import Operand, address_fn, mnemonic, operands
 from .errors import GuestFault
 from .fpenv import CONTROL, FLAGS, MASKS, host_swap
+from .fpops import _PREDICATES, _PY_RELATIONS
 from .gather import compile_gather
 from .opdefs import Compiled, Unsupported
 from .pcmpstr import compile_pcmpstr
@@ -132,7 +133,7 @@ def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> 
         return Compiled(_flags_closure(op, srcs, st, trace), mem_read, 0)
     out = dst.size
     if op.fp:
-        return Compiled(_fp_closure(op, imm, dst, srcs, st, trace, align), mem_read, mem_written)
+        return Compiled(_fp_closure(name, op, imm, dst, srcs, st, trace, align), mem_read, mem_written)
     fast = _fast_path(name, _WithImm(op, imm), dst, srcs, st, trace, align)
     if fast is not None:
         return Compiled(fast, mem_read, mem_written)
@@ -258,16 +259,13 @@ def _fast_store(name: str, dst: Operand, srcs: list[Operand], st: CpuState, trac
     return lambda: wview(addr(), size).__setitem__(Ellipsis, srow)
 
 
-def _fp_closure(op, imm: int | None, dst: Operand, srcs: list[Operand], st: CpuState, trace: bool,
-                align: bool) -> Closure:
+def _fp_closure(name: str, op, imm: int | None, dst: Operand, srcs: list[Operand], st: CpuState,
+                trace: bool, align: bool) -> Closure:
     """A floating-point op: its raised exception flags reach the MXCSR (and #XM when unmasked)
     before the destination is written."""
     readers = [_reader(o, st, align, trace) for o in srcs]
     write = _writer(dst, st, align, trace)
     fn, env, out = op.fn, st.fp, dst.size
-    if op.ufunc is not None and not trace and dst.kind == "vec" and len(srcs) == 2 \
-            and srcs[0].kind == "vec" and srcs[1].kind in ("vec", "mem"):
-        return _fp_ufunc_closure(op, dst, srcs, st, run_generic=lambda: write(_generic(readers)))
 
     def _generic(rs: list) -> np.ndarray:
         res = fn([r() for r in rs], imm, out, env)
@@ -275,8 +273,64 @@ def _fp_closure(op, imm: int | None, dst: Operand, srcs: list[Operand], st: CpuS
             env.commit()
         return res
 
+    if op.ufunc is not None and not trace and dst.kind == "vec" and len(srcs) == 2 \
+            and srcs[0].kind == "vec" and srcs[1].kind in ("vec", "mem"):
+        return _fp_ufunc_closure(op, dst, srcs, st, run_generic=lambda: write(_generic(readers)))
+    if name in _SCALAR_SELECT and not trace and srcs[0].kind == "vec":
+        return _scalar_select_closure(name, imm, dst, srcs, st, lambda: write(_generic(readers)))
+
     def run() -> None:
         write(_generic(readers))
+    return run
+
+
+_SCALAR_SELECT = {"vmaxss": (np.float32, "max"), "vminss": (np.float32, "min"),
+                  "vmaxsd": (np.float64, "max"), "vminsd": (np.float64, "min"),
+                  "vcmpss": (np.float32, "cmp"), "vcmpsd": (np.float64, "cmp")}
+
+
+def _scalar_select_closure(name: str, imm: int | None, dst: Operand, srcs: list[Operand],
+                           st: CpuState, run_generic: Closure) -> Closure:
+    """vmaxss/vminss/vcmpss (and sd): element 0 compared as Python floats when neither operand is
+    a NaN or a denormal (no exception flag can arise); other operands take the generic path."""
+    dt, kind = _SCALAR_SELECT[name]
+    size = np.dtype(dt).itemsize
+    y = st.ymm
+    d_row, s1_row = y[dst.reg], y[srcs[0].reg]
+    a_elem = s1_row[:size].view(dt)
+    if srcs[1].kind == "vec":
+        b_row = y[srcs[1].reg, :size]
+
+        def read_b() -> np.ndarray:
+            return b_row
+    else:
+        addr, view = address_fn(srcs[1], st.gpr), st.mem.view
+
+        def read_b() -> np.ndarray:
+            return view(addr(), size)
+    tiny = float(np.finfo(dt).tiny)
+    same = dst.reg == srcs[0].reg
+    relation = _PY_RELATIONS[_PREDICATES[imm & 15][0]] if kind == "cmp" else None
+    is_max = kind == "max"
+    ones = np.full(size, 0xFF, U8)
+
+    def run() -> None:
+        b = read_b()
+        x, v = float(a_elem[0]), float(b.view(dt)[0])
+        if x != x or v != v or 0 < abs(x) < tiny or 0 < abs(v) < tiny:
+            run_generic()
+            return
+        if relation is not None:
+            low = ones if relation(x, v) else 0
+        elif (x > v) if is_max else (x < v):
+            low = None if same else s1_row[:size].copy()
+        else:
+            low = b.copy() if not same else b
+        if not same:
+            d_row[size:16] = s1_row[size:16]
+        if low is not None:
+            d_row[:size] = low
+        d_row[16:] = 0
     return run
 
 
