@@ -285,8 +285,11 @@ def register_config(config: TsarConfig) -> TsarConfig:
     for other in _REGISTRY.values():
         if other.slot == config.slot:
             raise ValueError(f"{config.name}: encoding slot {config.slot} is taken by {other.name}")
-        if (other.tlut_mnemonic, other.vector_bits) == (config.tlut_mnemonic, config.vector_bits):
-            raise ValueError(f"{config.name}: {config.tlut_mnemonic} already exists at this width")
+        for mnemonic in (config.tlut_mnemonic, config.tgemv_mnemonic):
+            if mnemonic in (other.tlut_mnemonic, other.tgemv_mnemonic) and \
+                    other.vector_bits == config.vector_bits:
+                raise ValueError(f"{config.name}: {mnemonic} already exists at this width "
+                                 f"(configuration {other.name})")
     _REGISTRY[config.name] = config
     return config
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tsar.kernel_sim import KERNEL_NAMES, plan_for, program_for, simulate
+from tsar.kernel_sim import plan_for, program_for, simulate
+from tsar.kernels.tsar_plan import kernel_names
 from tsar.sim import Stats
 from tsar.sim.platforms import Platform
 from tsar.sim.timing.adapters import profile_from_counts
@@ -108,9 +109,10 @@ def estimate(kernel: str, stats: Stats, code_base: int, code: bytes, uarch_name:
                      bound.frontend_cycles, vector_bytes / L1_BYTES_PER_CYCLE, pred.cycles, pred.bound)
 
 
-def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] = KERNEL_NAMES,
+def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] | None = None,
            uarch: str = "zen4", seed: int = 0) -> Selection:
     """Simulate every candidate kernel on an ``M x K`` layer and rank them for ``N`` tokens."""
+    kernels = kernel_names() if kernels is None else kernels  # the configurations registered now
     rng = np.random.default_rng(seed)
     w_t = rng.integers(-1, 2, (M, K)).astype(np.int8)
     x = rng.standard_normal((1, K)).astype(np.float32)

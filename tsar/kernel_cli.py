@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from tsar.errors import UserError
-from tsar.kernel_sim import KERNEL_NAMES, plan_for, simulate
+from tsar.kernel_sim import plan_for, simulate
 from tsar.kernels import quant
+from tsar.kernels.tsar_plan import kernel_names
 from tsar.shapes import parse_shape
 from tsar.sim import Machine
 
@@ -24,8 +25,8 @@ def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int
         print(selection.table())
         kernel = selection.best.kernel
         print()
-    elif kernel not in KERNEL_NAMES:
-        raise UserError(f"unknown kernel {kernel!r} (choose from auto, {', '.join(KERNEL_NAMES)})")
+    elif kernel not in kernel_names():
+        raise UserError(f"unknown kernel {kernel!r} (choose from auto, {', '.join(kernel_names())})")
     plan = plan_for(kernel, m, k)
     rng = np.random.default_rng(seed)
     w_t, w_scale = quant.ternarize(rng.standard_normal((m, k)).astype(np.float32))

@@ -94,6 +94,10 @@ def run_model(name: str, tokens: int = 1, *, kernel: str = "auto", engine: str =
             raise UserError(f"no weights file {path}")
         store = dict(np.load(path))
     shapes = model.layer_shapes(tokens)
+    for layer in range(count):  # a bad weights file fails before any kernel is chosen or run
+        for shape in shapes:
+            if f"{layer}.{shape.name}" in store:
+                _weights(store, f"{layer}.{shape.name}", shape, np.random.default_rng(0))
     plans = {s.name: _kernel_for(s, kernel) for s in shapes}
     machine = Machine(engine=engine)
     entries = {n: machine.load_program(program_for(p))[function_name(p)] for n, p in plans.items()}

@@ -209,3 +209,5 @@ def test_model_run_errors_are_one_line(tmp_path):
     np.savez(bad, **{"0.qkv": np.full((3, 3), 2, np.int8)})
     with pytest.raises(UserError, match=r"weights '0.qkv' must be ternary int8 of shape \(3840, 2560\)"):
         run_model("bitnet-b1.58-2b-4t", weights=str(bad), layers=1, progress=False)
+    with pytest.raises(UserError, match="--tokens must be at least 1"):
+        run_model("bitnet-b1.58-2b-4t", 0)

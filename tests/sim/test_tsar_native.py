@@ -28,15 +28,15 @@ from tsar.sim.tsar_native import build_helpers, c_name, helper_source, helper_sy
 
 pytestmark = pytest.mark.native
 
-VARIANTS = [  # (name, c, s, vector_bits): every TGEMV layout and both widths
+VARIANTS = [  # (name, c, s, vector_bits): every TGEMV layout and both widths; no two share a
+    # mnemonic at one width (register_config refuses that)
     ("c3s2", 3, 2, 256),  # 6-bit codes straddling bytes: scalar TGEMV
     ("c2s2_x", 2, 2, 256),  # 8 code bits per output
-    ("c1s8", 1, 8, 256),  # c = 1
-    ("c4s2-128", 4, 2, 128),  # 16-entry tables spanning two xmm registers
+    ("c1s2.128", 1, 2, 128),  # c = 1, a one-register group
+    ("c4s1-128", 4, 1, 128),  # 16-entry tables spanning two xmm registers
     ("c4s4/128", 4, 4, 128),  # 32 code bits per output, two-register weights, 16-register group
     ("c3s2-128", 3, 2, 128),  # scalar TGEMV on xmm
     ("c4s8", 4, 8, 256),  # 64 code bits per output (scalar), 32 activations, 4-register weights
-    ("c1s4.128", 1, 4, 128),  # 8-byte weight operand
 ]
 CASES = 600  # per configuration and instruction kind
 
@@ -44,11 +44,14 @@ CASES = 600  # per configuration and instruction kind
 @pytest.fixture(scope="module")
 def variants() -> Iterator[list[TsarConfig]]:
     free = iter(s for s in range(16) if s not in {cfg.slot for cfg in configs()})
-    added = [register_config(TsarConfig(name, c=c, s=s, vector_bits=v, slot=next(free)))
-             for name, c, s, v in VARIANTS]
-    yield added
-    for cfg in added:
-        unregister_config(cfg.name)
+    added: list[TsarConfig] = []
+    try:
+        for name, c, s, v in VARIANTS:
+            added.append(register_config(TsarConfig(name, c=c, s=s, vector_bits=v, slot=next(free))))
+        yield added
+    finally:
+        for cfg in added:
+            unregister_config(cfg.name)
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +135,8 @@ def _cases(cfg: TsarConfig, rng: np.random.Generator):
 
 
 def _instruction(cfg: TsarConfig, kind: str, dst: int, lut: int, src: int) -> codec.TsarInstruction:
-    """The instruction of ``cfg`` itself (variants may share a TGEMV mnemonic, e.g. c1s8's
-    tgemv8x16 is c2s4's, which :func:`codec.make` would pick)."""
+    """The instruction of ``cfg`` itself, built from its own spec (a mnemonic names one
+    configuration per width only)."""
     cls = cfg.register_class
     mnemonic = cfg.tlut_mnemonic if kind == "tlut" else cfg.tgemv_mnemonic
     spec = next(s for s in by_mnemonic(mnemonic) if s.config == cfg)
