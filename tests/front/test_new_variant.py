@@ -63,6 +63,19 @@ def test_generated_kernel_bit_exact_in_the_simulator(c3s2, flow):
     assert simulate(plan, x_max, np.ones((M, K), np.int8), 1.0).exact
 
 
+@pytest.mark.native
+def test_generated_kernel_bit_exact_on_the_native_engine(c3s2):
+    from tsar.kernel_sim import plan_for, simulate
+    from tsar.sim import Machine
+
+    rng = np.random.default_rng(6)
+    plan = plan_for("tsar-c3s2-op", 48, 192)
+    x = rng.standard_normal((3, 192)).astype(np.float32)
+    w = rng.integers(-1, 2, (48, 192)).astype(np.int8)
+    run = simulate(plan, x, w, 0.5, machine=Machine(engine="native"), memory_stats=False)
+    assert run.exact
+
+
 def test_rtl_schedules(c3s2):
     from tsar.rtl.schedule import LANE_CHAIN, check_schedules
 

@@ -10,6 +10,7 @@ import pytest
 
 from tsar.isa import configs
 from tsar.isa.config import TsarConfig
+from tsar.kernels.tsar_plan import kernel_names
 from tsar.paths import kernel_source
 from tsar.sim import Machine, SimulationError
 
@@ -114,7 +115,7 @@ def test_worker_and_in_process_agree_with_numpy_on_the_gemv_strip():
         assert m.stats.tsar_instructions == k // 4  # one TLUT and one TGEMV per 8 columns
 
 
-@pytest.mark.parametrize("kernel", ["tsar-c2s4-op", "tsar-c2s4-ap-min", "tsar-c4s4-ap-max"])
+@pytest.mark.parametrize("kernel", kernel_names())
 def test_bitlinear_kernels_bit_exact(kernel: str):
     from tsar.kernel_sim import plan_for, simulate
 
