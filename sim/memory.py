@@ -1,7 +1,8 @@
 """Guest memory: one host buffer, of which Unicorn maps the used parts with ``mem_map_ptr``.
 
 The guest sees a read-only code region at ``base``, a read-write data region and the stack at the
-top, each followed by an unmapped guard page. Unicorn and the Python vector layer share the same
+top, each followed by an unmapped guard page (nothing is mapped below ``base`` or above the stack's
+top). Unicorn and the Python vector layer share the same
 host bytes, so the vector layer reads and writes guest memory through numpy slices without calling
 into Unicorn.
 
