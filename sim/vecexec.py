@@ -284,6 +284,17 @@ def _fp_closure(name: str, op, imm: int | None, dst: Operand, srcs: list[Operand
     return run
 
 
+def _register_or_memory(op: Operand, st: CpuState, size: int,
+                        dt: type = np.uint8) -> Callable[[], np.ndarray]:
+    """Reader of the low ``size`` bytes of a vector register, or of ``size`` bytes of memory, as
+    lanes of ``dt`` (no tracing, no alignment check)."""
+    if op.kind == "vec":
+        row = st.ymm[op.reg, :size].view(dt)
+        return lambda: row
+    addr, view = address_fn(op, st.gpr), st.mem.view
+    return lambda: view(addr(), size).view(dt)
+
+
 _SCALAR_SELECT = {"vmaxss": (np.float32, "max"), "vminss": (np.float32, "min"),
                   "vmaxsd": (np.float64, "max"), "vminsd": (np.float64, "min"),
                   "vcmpss": (np.float32, "cmp"), "vcmpsd": (np.float64, "cmp")}
@@ -298,16 +309,7 @@ def _scalar_select_closure(name: str, imm: int | None, dst: Operand, srcs: list[
     y = st.ymm
     d_row, s1_row = y[dst.reg], y[srcs[0].reg]
     a_elem = s1_row[:size].view(dt)
-    if srcs[1].kind == "vec":
-        b_row = y[srcs[1].reg, :size]
-
-        def read_b() -> np.ndarray:
-            return b_row
-    else:
-        addr, view = address_fn(srcs[1], st.gpr), st.mem.view
-
-        def read_b() -> np.ndarray:
-            return view(addr(), size)
+    read_b = _register_or_memory(srcs[1], st, size)
     tiny = float(np.finfo(dt).tiny)
     same = dst.reg == srcs[0].reg
     relation = _PY_RELATIONS[_PREDICATES[imm & 15][0]] if kind == "cmp" else None
@@ -346,16 +348,7 @@ def _fp_ufunc_closure(op, dst: Operand, srcs: list[Operand], st: CpuState, run_g
     a, d = typed[srcs[0].reg, :per], typed[dst.reg, :per]
     high = y[dst.reg, 16:] if size == 16 else None
     scratch = np.empty(per, dt)
-    if srcs[1].kind == "vec":
-        b_row = typed[srcs[1].reg, :per]
-
-        def b_read() -> np.ndarray:
-            return b_row
-    else:
-        addr, view = address_fn(srcs[1], st.gpr), st.mem.view
-
-        def b_read() -> np.ndarray:
-            return view(addr(), size).view(dt)
+    b_read = _register_or_memory(srcs[1], st, size, dt)
     swap = host_swap
 
     def run() -> None:
