@@ -8,6 +8,7 @@ Element-wise integer ops whose sources are registers run in place with the ufunc
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from .fpops import _PREDICATES, _PY_RELATIONS
 from .gather import compile_gather
 from .opdefs import Compiled, Unsupported
 from .pcmpstr import compile_pcmpstr
-from .state import MASK64, CpuState
+from .state import MASK64, REGISTER_BYTES, CpuState
 from .vecops import ALIGNED_MOVES, OPS, U8
 
 Closure = Callable[[], None]
@@ -205,20 +206,23 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
             return lambda: (row.__setitem__(Ellipsis, view(addr(), 16)), high.fill(0))
         return None
     if name in _BLENDV and len(srcs) == 3 and all(o.kind == "vec" for o in srcs):
-        dt = _BLENDV[name]
-        per = size // np.dtype(dt).itemsize
-        typed = y.view(dt)
-        a, b, m = (typed[o.reg, :per] for o in srcs)
-        d = typed[dst.reg, :per]
-        pick, scratch = np.empty(per, bool), np.empty(per, dt)
+        # a bit select on Python ints: d = a ^ ((a ^ b) & mask), mask = each lane's sign spread
+        lane = 8 * np.dtype(_BLENDV[name]).itemsize
+        lsbs = int.from_bytes(b"".join((1).to_bytes(lane // 8, "little") for _ in range(size * 8 // lane)),
+                              "little")
+        regs = memoryview(y.reshape(-1))
+        a0, b0, m0 = (REGISTER_BYTES * o.reg for o in srcs)
+        d0, ones = REGISTER_BYTES * dst.reg, (1 << lane) - 1
+        upper = bytes(REGISTER_BYTES - size)
+        frm = int.from_bytes
 
         def blendv() -> None:
-            np.less(m, 0, out=pick)
-            np.copyto(scratch, a)
-            np.copyto(scratch, b, where=pick)
-            d[:] = scratch
+            a = frm(regs[a0:a0 + size], "little")
+            mask = ((frm(regs[m0:m0 + size], "little") >> (lane - 1)) & lsbs) * ones
+            value = a ^ ((a ^ frm(regs[b0:b0 + size], "little")) & mask)
+            regs[d0:d0 + size] = value.to_bytes(size, "little")
             if zero_high:
-                high.fill(0)
+                regs[d0 + size:d0 + REGISTER_BYTES] = upper
         return blendv
     if name in _SCALAR_LOADS and len(srcs) == 1 and src.kind == "mem":  # vmovss xmm, m32...
         n, addr, view = _SCALAR_LOADS[name], address_fn(src, g), st.mem.view
@@ -302,37 +306,50 @@ _SCALAR_SELECT = {"vmaxss": (np.float32, "max"), "vminss": (np.float32, "min"),
 
 def _scalar_select_closure(name: str, imm: int | None, dst: Operand, srcs: list[Operand],
                            st: CpuState, run_generic: Closure) -> Closure:
-    """vmaxss/vminss/vcmpss (and sd): element 0 compared as Python floats when neither operand is
-    a NaN or a denormal (no exception flag can arise); other operands take the generic path."""
+    """vmaxss/vminss/vcmpss (and sd): element 0 compared as Python floats (``struct`` on the
+    register file's bytes) when neither operand is a NaN or a denormal, so no exception flag can
+    arise; other operands take the generic path."""
     dt, kind = _SCALAR_SELECT[name]
     size = np.dtype(dt).itemsize
-    y = st.ymm
-    d_row, s1_row = y[dst.reg], y[srcs[0].reg]
-    a_elem = s1_row[:size].view(dt)
-    read_b = _register_or_memory(srcs[1], st, size)
+    fmt = "<f" if size == 4 else "<d"
+    regs = memoryview(st.ymm.reshape(-1))
+    d0, s0 = REGISTER_BYTES * dst.reg, REGISTER_BYTES * srcs[0].reg
+    unpack = struct.unpack_from
+    if srcs[1].kind == "vec":
+        b0 = REGISTER_BYTES * srcs[1].reg
+
+        def read_b() -> tuple[float, bytes]:
+            return unpack(fmt, regs, b0)[0], regs[b0:b0 + size]
+    else:
+        addr, view = address_fn(srcs[1], st.gpr), st.mem.view
+
+        def read_b() -> tuple[float, bytes]:
+            raw = view(addr(), size).tobytes()
+            return unpack(fmt, raw)[0], raw
     tiny = float(np.finfo(dt).tiny)
-    same = dst.reg == srcs[0].reg
+    same = d0 == s0
     relation = _PY_RELATIONS[_PREDICATES[imm & 15][0]] if kind == "cmp" else None
     is_max = kind == "max"
-    ones = np.full(size, 0xFF, U8)
+    ones, zeros = b"\xff" * size, bytes(size)
+    upper_zero = bytes(REGISTER_BYTES - 16)
 
     def run() -> None:
-        b = read_b()
-        x, v = float(a_elem[0]), float(b.view(dt)[0])
+        v, b_bytes = read_b()
+        x = unpack(fmt, regs, s0)[0]
         if x != x or v != v or 0 < abs(x) < tiny or 0 < abs(v) < tiny:
             run_generic()
             return
         if relation is not None:
-            low = ones if relation(x, v) else 0
+            low = ones if relation(x, v) else zeros
         elif (x > v) if is_max else (x < v):
-            low = None if same else s1_row[:size].copy()
+            low = None if same else bytes(regs[s0:s0 + size])
         else:
-            low = b.copy() if not same else b
+            low = bytes(b_bytes)
         if not same:
-            d_row[size:16] = s1_row[size:16]
+            regs[d0 + size:d0 + 16] = regs[s0 + size:s0 + 16]
         if low is not None:
-            d_row[:size] = low
-        d_row[16:] = 0
+            regs[d0:d0 + size] = low
+        regs[d0 + 16:d0 + REGISTER_BYTES] = upper_zero
     return run
 
 
