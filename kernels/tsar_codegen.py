@@ -86,16 +86,19 @@ def generate(plan: KernelPlan) -> str:
     e(*(f"push {reg}" for reg in _SAVED))
     done = e.label("done")
     e("test rcx, rcx", f"jz {done}")
-    token = e.label("token")
-    e.place(token)
-    _quantize(e, plan)
-    _zero_acc32(e, plan)
-    if plan.flow == "op":
-        _core_op(e, plan)
+    if plan.flow == "op-tokens":
+        _generate_tokens(e, plan, done)
     else:
-        _core_ap(e, plan)
-    _dequantize(e, plan)
-    e(f"add rdi, {4 * plan.K}", f"add rdx, {4 * plan.M}", "dec rcx", f"jnz {token}")
+        token = e.label("token")
+        e.place(token)
+        _quantize(e, plan)
+        _zero_acc32(e, plan)
+        if plan.flow == "op":
+            _core_op(e, plan)
+        else:
+            _core_ap(e, plan)
+        _dequantize(e, plan)
+        e(f"add rdi, {4 * plan.K}", f"add rdx, {4 * plan.M}", "dec rcx", f"jnz {token}")
     e.place(done)
     e("vzeroupper", *(f"pop {reg}" for reg in reversed(_SAVED)), "ret")
     e.lines += [
@@ -186,35 +189,90 @@ def _window_runs(windows: tuple[Window, ...]) -> list[tuple[Window, int]]:
             for group in [list(g)]]
 
 
+def _op_pass(e: _Emitter, plan: KernelPlan, r: int) -> None:
+    """One output-persistent pass of ``r`` tiles over K: r10 walks the pass's weights (left at the
+    next pass), r11 the token's int8 activations, rbx points at the tiles' int32 rows (kept)."""
+    cfg, wb = plan.cfg, plan.cfg.weight_bytes
+    t0, t1 = plan.first_temp, plan.first_temp + 1
+    e(*(f"vpxor ymm{a}, ymm{a}, ymm{a}" for a in range(r)))
+    for window, repeat in _window_runs(plan.windows):
+        def window_body(window: Window = window) -> None:
+            def chunk() -> None:
+                e(_tlut(plan, 0, "r11"))
+                e(*(_tgemv(plan, a, 0, _disp("r10", a * wb)) for a in range(r)))
+                e(f"add r10, {r * wb}", f"add r11, {cfg.k}")
+            e.counted_loop("r12", window.chunks, chunk, "chunk")
+            for a in range(r):
+                e(f"vpmovsxwd ymm{t0}, xmm{a}", f"vextracti128 xmm{t1}, ymm{a}, 1",
+                  f"vpmovsxwd ymm{t1}, xmm{t1}",
+                  f"vpaddd ymm{t0}, ymm{t0}, ymmword ptr [{_disp('rbx', 64 * a)}]",
+                  f"vpaddd ymm{t1}, ymm{t1}, ymmword ptr [rbx + {64 * a + 32}]",
+                  f"vmovdqu ymmword ptr [{_disp('rbx', 64 * a)}], ymm{t0}",
+                  f"vmovdqu ymmword ptr [rbx + {64 * a + 32}], ymm{t1}",
+                  f"vpxor ymm{a}, ymm{a}, ymm{a}")
+        e.counted_loop("r13", repeat, window_body, "window")
+
+
 def _core_op(e: _Emitter, plan: KernelPlan) -> None:
     """Output-persistent: R accumulators in registers across K; widen into ws.acc32 per window."""
-    cfg, wb = plan.cfg, plan.cfg.weight_bytes
     acc32, xq = plan.workspace_layout["acc32"][0], plan.workspace_layout["xq"][0]
-    t0, t1 = plan.first_temp, plan.first_temp + 1
     e("mov r10, rsi", f"lea rbx, [r8 + {acc32}]")
 
     def one_pass(r: int) -> None:
-        e(*(f"vpxor ymm{a}, ymm{a}, ymm{a}" for a in range(r)), f"lea r11, [r8 + {xq}]")
-        for window, repeat in _window_runs(plan.windows):
-            def window_body(window: Window = window) -> None:
-                def chunk() -> None:
-                    e(_tlut(plan, 0, "r11"))
-                    e(*(_tgemv(plan, a, 0, _disp("r10", a * wb)) for a in range(r)))
-                    e(f"add r10, {r * wb}", f"add r11, {cfg.k}")
-                e.counted_loop("r12", window.chunks, chunk, "chunk")
-                for a in range(r):
-                    e(f"vpmovsxwd ymm{t0}, xmm{a}", f"vextracti128 xmm{t1}, ymm{a}, 1",
-                      f"vpmovsxwd ymm{t1}, xmm{t1}",
-                      f"vpaddd ymm{t0}, ymm{t0}, ymmword ptr [{_disp('rbx', 64 * a)}]",
-                      f"vpaddd ymm{t1}, ymm{t1}, ymmword ptr [rbx + {64 * a + 32}]",
-                      f"vmovdqu ymmword ptr [{_disp('rbx', 64 * a)}], ymm{t0}",
-                      f"vmovdqu ymmword ptr [rbx + {64 * a + 32}], ymm{t1}",
-                      f"vpxor ymm{a}, ymm{a}, ymm{a}")
-            e.counted_loop("r13", repeat, window_body, "window")
+        e(f"lea r11, [r8 + {xq}]")
+        _op_pass(e, plan, r)
         e(f"add rbx, {64 * r}")
 
     for r, group in groupby(plan.passes, key=lambda p: p[1]):
         e.counted_loop("r14", len(list(group)), lambda r=r: one_pass(r), "pass")
+
+
+def _core_op_tokens(e: _Emitter, plan: KernelPlan) -> None:
+    """Output-persistent passes outermost, the block's tokens inside: each pass's weights are read
+    by every token of the block while they are cache-resident. rbp = workspace base, r15 = tokens
+    in the block; [rsp] = the pass's weights, [rsp + 8] = its int32 row offset, [rsp + 16] = the
+    token index."""
+    acc32, xq, slot = plan.workspace_layout["acc32"][0], plan.workspace_layout["xq"][0], plan.slot_bytes
+    e("sub rsp, 32", "mov qword ptr [rsp], rsi", "mov qword ptr [rsp + 8], 0")
+
+    def one_pass(r: int) -> None:
+        e("mov qword ptr [rsp + 16], 0")
+        top = e.label("ptok")
+        e.place(top)
+        e("mov rax, qword ptr [rsp + 16]", f"imul rax, rax, {slot}", "lea rax, [rbp + rax]",
+          "mov r10, qword ptr [rsp]", f"lea r11, [rax + {xq}]", f"lea rbx, [rax + {acc32}]",
+          "add rbx, qword ptr [rsp + 8]")
+        _op_pass(e, plan, r)
+        e("inc qword ptr [rsp + 16]", "cmp qword ptr [rsp + 16], r15", f"jb {top}")
+        e("mov qword ptr [rsp], r10", f"add qword ptr [rsp + 8], {64 * r}")
+
+    for r, group in groupby(plan.passes, key=lambda p: p[1]):
+        e.counted_loop("r14", len(list(group)), lambda r=r: one_pass(r), "pass")
+    e("add rsp, 32")
+
+
+def _per_token(e: _Emitter, plan: KernelPlan, step: Callable[[], None], advance: str) -> None:
+    """``step`` for each token of the block: r8 = its workspace slot (from rbp), ``advance`` moves
+    the caller's pointer (rdi or rdx) to the next token; r12 counts."""
+    e("mov r8, rbp", "xor r12d, r12d")
+    top = e.label("slot")
+    e.place(top)
+    step()
+    e(advance, f"add r8, {plan.slot_bytes}", "inc r12", "cmp r12, r15", f"jb {top}")
+
+
+def _generate_tokens(e: _Emitter, plan: KernelPlan, done: str) -> None:
+    """The op-tokens kernel body: blocks of up to ``token_block`` tokens; per block quantize every
+    token into its slot, run the passes, dequantize every token."""
+    block = e.label("block")
+    e("mov rbp, r8")
+    e.place(block)
+    e(f"mov r15, {plan.token_block}", "cmp rcx, r15", "cmovb r15, rcx")
+    _per_token(e, plan, lambda: (_quantize(e, plan), _zero_acc32(e, plan)), f"add rdi, {4 * plan.K}")
+    _core_op_tokens(e, plan)
+    _per_token(e, plan, lambda: _dequantize(e, plan), f"add rdx, {4 * plan.M}")
+    e("sub rcx, r15", f"jnz {block}")
+    e("mov r8, rbp")
 
 
 def _core_ap(e: _Emitter, plan: KernelPlan) -> None:

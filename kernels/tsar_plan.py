@@ -19,6 +19,10 @@ Dataflows (paper section III-D):
   and loop iterations drop by ``U``.
 * ``op`` (output-persistent): ``R`` tile accumulators (c2s4: 12, c4s4: 6) stay in registers across
   the whole K loop; each TLUT serves ``R`` TGEMVs; nothing but the final sums is written back.
+* ``op-tokens`` (output-persistent, token-blocked GEMM): the ``op`` core with the loops turned
+  inside out for ``N`` tokens: tokens are quantized in blocks of ``TOKEN_BLOCK``, and each pass's
+  weights (``R`` tiles x K, c2s4 at K = 6912: 331 KB) serve every token of the block while they
+  sit in L1/L2, so the layer's weights come from memory once per block instead of once per token.
 
 Overflow: every plan widens int16 accumulators into int32 after at most
 ``cfg.max_tgemv_per_widen()`` TGEMVs per lane (32 for c2s4, 16 for c4s4). Each TGEMV adds at most
@@ -35,7 +39,10 @@ import numpy as np
 
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig, configs, get_config
 
-FLOWS = ("ap-min", "ap-max", "op")
+FLOWS = ("ap-min", "ap-max", "op", "op-tokens")
+OUTPUT_PERSISTENT = ("op", "op-tokens")
+TOKEN_BLOCK = 16
+"""Tokens of one ``op-tokens`` block (workspace slots; each pass's weights serve all of them)."""
 VECTOR_REGS = VECTOR_REGISTERS
 KERNEL_PREFIX = "tsar-"
 OP_TEMPS = 2  # registers the OP widening step needs
@@ -108,6 +115,11 @@ class KernelPlan:
             return free
         return min(free - OP_TEMPS, self.tiles)
 
+    @property
+    def token_block(self) -> int:
+        """Tokens processed per block (workspace slots): ``TOKEN_BLOCK`` for ``op-tokens``, else 1."""
+        return TOKEN_BLOCK if self.flow == "op-tokens" else 1
+
     def group_register(self, g: int) -> int:
         """Base register of LUT group ``g``: groups are packed from the top, aligned."""
         top = VECTOR_REGS - (g + 1) * self.cfg.group_regs
@@ -142,7 +154,7 @@ class KernelPlan:
         """``(tile, chunk)`` index arrays in the order the kernel's TGEMVs read weight operands."""
         tiles: list[np.ndarray] = []
         chunks: list[np.ndarray] = []
-        if self.flow == "op":
+        if self.flow in OUTPUT_PERSISTENT:
             for t0, r in self.passes:
                 c, t = np.meshgrid(np.arange(self.chunks), np.arange(t0, t0 + r), indexing="ij")
                 tiles.append(t.ravel())
@@ -173,9 +185,15 @@ class KernelPlan:
         return layout
 
     @property
-    def workspace_bytes(self) -> int:
+    def slot_bytes(self) -> int:
+        """Workspace bytes of one token (the fields of :attr:`workspace_layout`)."""
         offset, size = list(self.workspace_layout.values())[-1]
         return offset + -(-size // 64) * 64
+
+    @property
+    def workspace_bytes(self) -> int:
+        """One slot per token of a block (:attr:`token_block`)."""
+        return self.slot_bytes * self.token_block
 
 
 def unsupported_reason(cfg: TsarConfig) -> str | None:

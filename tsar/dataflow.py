@@ -5,12 +5,14 @@ flow does not depend on the data, and tokens run one after another, so counts sc
 N). The estimate per token is :func:`tsar.sim.timing.predict.predict` on a platform with the chosen
 microarchitecture: the loops of the executed code, each bounded by port pressure, front end, taken
 branches and loop-carried dependency chains (e.g. TGEMV accumulator chains), plus straight-line
-code, combined with the L1D transfer time of all accessed bytes (the layer's data are taken to be
-cache-resident: selection compares compute organisations, not weight streaming, which is the same
-for every dataflow). For reference the table also shows the whole-run throughput bounds (ports and
-issue width over all executed instructions, L1 bytes / 64 B per cycle) that the selection used
-before the timing model existed. The paper's framework picks the fastest kernel per layer in the
-same spirit.
+code, combined with the L1D transfer time of all accessed bytes. Weight streaming is added per
+token for ``N`` tokens (:func:`stream_cycles`): every dataflow but ``op-tokens`` reads the layer's
+weights once per token from the level that holds the layer (L3 or DRAM); ``op-tokens`` reads each
+pass's weights from there once per block of tokens and from the cache holding one pass for the
+others, which is what makes it the prefill kernel. For reference the table also shows the
+whole-run throughput bounds (ports and issue width over all executed instructions, L1 bytes / 64 B
+per cycle) that the selection used before the timing model existed. The paper's framework picks
+the fastest kernel per layer in the same spirit.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tsar.kernel_sim import plan_for, program_for, simulate
-from tsar.kernels.tsar_plan import kernel_names
+from tsar.kernels.tsar_plan import KernelPlan, kernel_names
 from tsar.sim import Stats
 from tsar.sim.platforms import Platform
 from tsar.sim.timing.adapters import profile_from_counts
@@ -50,6 +52,7 @@ class Candidate:
     traffic_cycles: float
     predicted_cycles: float | None = None
     bound: str = ""
+    stream_cycles: float = 0.0
 
     @property
     def throughput_cycles(self) -> float:
@@ -58,8 +61,10 @@ class Candidate:
 
     @property
     def cycles(self) -> float:
-        """Estimated cycles per token (the timing model's, else the throughput bound)."""
-        return self.predicted_cycles if self.predicted_cycles is not None else self.throughput_cycles
+        """Estimated cycles per token: the timing model's (else the throughput bound), or the
+        weight streaming time when that is longer."""
+        core = self.predicted_cycles if self.predicted_cycles is not None else self.throughput_cycles
+        return max(core, self.stream_cycles)
 
 
 @dataclass(frozen=True)
@@ -75,13 +80,15 @@ class Selection:
         return min(self.candidates, key=lambda c: (c.cycles, c.instructions))
 
     def table(self) -> str:
-        rows = [f"{'kernel':18} {'instr/token':>12} {'T-SAR uops':>11} {'vector B':>11} "
-                f"{'port cyc':>10} {'issue cyc':>10} {'L1 cyc':>9} {'est. cycles':>12}  bound"]
+        rows = [f"{'kernel':22} {'instr/token':>12} {'T-SAR uops':>11} {'vector B':>11} "
+                f"{'port cyc':>10} {'issue cyc':>10} {'L1 cyc':>9} {'stream cyc':>11} "
+                f"{'est. cycles':>12}  bound"]
         for c in sorted(self.candidates, key=lambda c: (c.cycles, c.instructions)):
             mark = "  <- selected" if c is self.best else ""
-            rows.append(f"{c.kernel:18} {c.instructions:12,} {c.tsar_uops:11,} {c.vector_bytes:11,} "
+            bound = "weight stream" if c.stream_cycles > (c.predicted_cycles or 0) else c.bound
+            rows.append(f"{c.kernel:22} {c.instructions:12,} {c.tsar_uops:11,} {c.vector_bytes:11,} "
                         f"{c.port_cycles:10,.0f} {c.frontend_cycles:10,.0f} {c.traffic_cycles:9,.0f} "
-                        f"{c.cycles * self.N:12,.0f}  {c.bound}{mark}")
+                        f"{c.stream_cycles:11,.0f} {c.cycles * self.N:12,.0f}  {bound}{mark}")
         return "\n".join(rows)
 
 
@@ -96,6 +103,29 @@ def platform_for(uarch_name: str) -> Platform:
             return plat
     plat = load("laptop")
     return replace(plat, core=replace(plat.core, uarch=uarch_name, uarch_proxy=True, issue_width=None))
+
+
+def _level_bandwidth(plat: Platform, nbytes: float) -> float:
+    """Bytes per cycle one core streams from the innermost level whose usable capacity holds
+    ``nbytes`` (DRAM when none does)."""
+    for level in plat.caches:
+        if nbytes <= level.size * level.usable_fraction:
+            return level.bandwidth
+    return plat.dram.per_core_gbs / plat.core.frequency_ghz
+
+
+def stream_cycles(plan: KernelPlan, n: int, plat: Platform) -> float:
+    """Cycles per token to bring the weights to L1: the layer's weights from the level that holds
+    them, once per token, except that ``op-tokens`` reads one pass's weights from there once per
+    block of ``min(n, token_block)`` tokens and from the level holding one pass for the others."""
+    layer = plan.weight_bytes
+    reuse = min(n, plan.token_block)
+    outer = _level_bandwidth(plat, layer)
+    if reuse == 1:
+        return layer / outer
+    pass_bytes = max(r for _, r in plan.passes) * plan.chunks * plan.cfg.weight_bytes
+    inner = _level_bandwidth(plat, pass_bytes)
+    return layer / reuse / outer + layer * (1 - 1 / reuse) / inner
 
 
 def estimate(kernel: str, stats: Stats, code_base: int, code: bytes, uarch_name: str) -> Candidate:
@@ -122,5 +152,6 @@ def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] | None = None
         run = simulate(plan, x, w_t, 1.0)
         if not run.exact:
             raise RuntimeError(f"{kernel} disagrees with the reference on {M} x {K}")
-        out.append(estimate(kernel, run.stats, run.code_address, program_for(plan).code, uarch))
+        cand = estimate(kernel, run.stats, run.code_address, program_for(plan).code, uarch)
+        out.append(replace(cand, stream_cycles=stream_cycles(plan, N, platform_for(uarch))))
     return Selection(M, K, N, uarch, tuple(out))

@@ -77,3 +77,16 @@ def test_adversarial_down_projection(kernel: str) -> None:
     run = simulate(plan_for(kernel, m, k), np.ones((1, k), np.float32), np.ones((m, k), np.int8), 1.0)
     assert run.exact
     assert np.allclose(run.y, 6912.0)
+
+
+@pytest.mark.parametrize("config", ["c2s4", "c4s4"])
+@pytest.mark.parametrize("n", [8, 32, pytest.param(128, marks=pytest.mark.slow)])
+def test_token_blocked_gemm_bit_exact(config: str, n: int) -> None:
+    """op-tokens over blocks of tokens (32 and 128 cross block boundaries), random and adversarial
+    (all weights +1, activations at +-127 after quantization), in the Python engine."""
+    m, k = 48, 256
+    plan = plan_for(f"tsar-{config}-op-tokens", m, k)
+    x, w_t, w_scale = _layer(np.random.default_rng(n), n, m, k)
+    assert simulate(plan, x, w_t, w_scale, memory_stats=False).exact
+    x = np.where(np.random.default_rng(1).random((n, k)) < 0.5, 1.0, -1.0).astype(np.float32)
+    assert simulate(plan, x, np.ones((m, k), np.int8), 1.0, memory_stats=False).exact

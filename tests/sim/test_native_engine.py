@@ -212,3 +212,20 @@ def test_model_run_errors_are_one_line(tmp_path):
         run_model("bitnet-b1.58-2b-4t", weights=str(bad), layers=1, progress=False)
     with pytest.raises(UserError, match="--tokens must be at least 1"):
         run_model("bitnet-b1.58-2b-4t", 0)
+
+
+@pytest.mark.parametrize("config", ["c2s4", "c4s4"])
+def test_token_blocked_gemm_at_prefill_sizes(config: str):
+    """op-tokens at N = 8, 32 and 128 on a BitNet-2B-sized layer, random and adversarial."""
+    from tsar.kernel_sim import plan_for, simulate
+
+    plan = plan_for(f"tsar-{config}-op-tokens", 2560, 2560)
+    rng = np.random.default_rng(3)
+    w = rng.integers(-1, 2, (2560, 2560)).astype(np.int8)
+    for n in (8, 32, 128):
+        x = rng.standard_normal((n, 2560)).astype(np.float32)
+        assert simulate(plan, x, w, 0.5, machine=Machine(engine="native"), memory_stats=False).exact
+    x = np.where(rng.random((32, 2560)) < 0.5, 4.0, -4.0).astype(np.float32)
+    run = simulate(plan, x, np.ones((2560, 2560), np.int8), 1.0, machine=Machine(engine="native"),
+                   memory_stats=False)
+    assert run.exact
