@@ -13,7 +13,8 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from . import commands
+from . import __version__, commands
+from .console import detail, set_verbosity
 from .errors import user_errors
 
 
@@ -28,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="T-SAR co-design environment: assemble, simulate, synthesize and compare "
                     "ternary-LLM ISA extensions.",
     )
+    parser.add_argument("--version", action="version", version=f"tsar {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="more detail on stderr (e.g. the guest registers of a simulator fault)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in command_modules():
         module = importlib.import_module(f"tsar.commands.{name}")
@@ -39,10 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    set_verbosity(-1 if args.quiet else args.verbose)
     try:
         return int(args.handler(args) or 0)
     except user_errors() as exc:
         print(f"tsar {args.command}: {exc}", file=sys.stderr)
+        dump = getattr(exc, "register_dump", None)
+        if dump is not None and getattr(exc, "registers", None):
+            detail(dump())
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

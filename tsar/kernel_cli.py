@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tsar import console
 from tsar.errors import UserError
 from tsar.kernel_sim import plan_for, simulate
 from tsar.kernels import quant
@@ -13,28 +14,37 @@ from tsar.sim import Machine
 
 
 def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int = 0,
-                  engine: str = "python") -> int:
+                  engine: str = "python", as_json: bool = False) -> int:
     n, m, k = parse_shape(shape)
     if mode == "gemv" and n != 1:
         raise UserError(f"gemv takes one token (N = 1), got N = {n}; use 'tsar run gemm'")
     if kernel == "auto":
         from tsar.dataflow import select
 
+        console.progress(f"selecting the dataflow for {n} x {m} x {k} (simulating every kernel)")
         selection = select(m, k, n)
-        print(f"dataflow selection for {n} x {m} x {k} (simulated counts per token):")
-        print(selection.table())
         kernel = selection.best.kernel
-        print()
+        if not as_json:
+            print(f"dataflow selection for {n} x {m} x {k} (simulated counts per token):")
+            print(selection.table())
+            print()
     elif kernel not in kernel_names():
         raise UserError(f"unknown kernel {kernel!r} (choose from auto, {', '.join(kernel_names())})")
     plan = plan_for(kernel, m, k)
     rng = np.random.default_rng(seed)
     w_t, w_scale = quant.ternarize(rng.standard_normal((m, k)).astype(np.float32))
     x = rng.standard_normal((n, k)).astype(np.float32)
-    print(f"{kernel}: BitLinear {n} x {m} x {k} ({plan.cfg.title}; {plan.groups} LUT group(s), "
-          f"{plan.accumulators} accumulator(s); weights {plan.weight_bytes:,} B at 2 bits/weight)")
+    say = (lambda *a: None) if as_json else print
+    say(f"{kernel}: BitLinear {n} x {m} x {k} ({plan.cfg.title}; {plan.groups} LUT group(s), "
+        f"{plan.accumulators} accumulator(s); weights {plan.weight_bytes:,} B at 2 bits/weight)")
     machine = Machine(engine=engine)
     run = simulate(plan, x, w_t, w_scale, machine=machine, memory_stats=engine == "python")
+    if as_json:
+        from tsar.jsonout import emit, stats_fields
+
+        emit("run-bitlinear", mode=mode, kernel=kernel, shape=[n, m, k], engine=engine,
+             exact=run.exact, mismatches=run.mismatches, stats=stats_fields(run.stats))
+        return 0 if run.exact else 1
     verdict = "bit-exact" if run.exact else f"MISMATCH in {run.mismatches} of {run.y.size} outputs"
     print(f"verified against tsar.kernels.reference.bitlinear: {verdict}")
     stats = run.stats

@@ -13,7 +13,6 @@ Weights file (``--weights FILE.npz``): arrays named ``"{layer}.{matrix}"`` (e.g.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tsar import console
 from tsar.errors import UserError
 from tsar.kernel_sim import plan_for, program_for
 from tsar.kernels import reference
@@ -122,8 +122,8 @@ def run_model(name: str, tokens: int = 1, *, kernel: str = "auto", engine: str =
         if progress:
             elapsed = time.perf_counter() - started
             eta = elapsed / (layer + 1) * (count - layer - 1)
-            print(f"\rlayer {layer + 1}/{count}  {elapsed:.0f} s elapsed, ~{eta:.0f} s left",
-                  end="", file=sys.stderr, flush=True)
+            console.progress(f"\r{model.name}: layer {layer + 1}/{count}  {elapsed:.0f} s elapsed, "
+                             f"~{eta:.0f} s left", end="")
     if progress:
-        print(file=sys.stderr)
+        console.progress("")
     return run

@@ -8,6 +8,8 @@ import time
 
 import numpy as np
 
+from tsar.errors import UserError
+
 NAME = "bench-sim"
 HELP = "measure the simulator's speed (simulated instructions/s) on T-SAR and AVX2 kernels"
 
@@ -23,6 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed calls per kernel (best is kept)")
     parser.add_argument("--engine", choices=["python", "native", "both"], default="both",
                         help="which engines to measure (default both)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON (docs/json.md)")
+
+
+_RESULTS: list[dict] = []
+_JSON = [False]
+
+
+def _report(text: str, **data: object) -> None:
+    """One measurement: printed as ``text``, or kept for the JSON document."""
+    _RESULTS.append(data)
+    if not _JSON[0]:
+        print(text)
 
 
 def _measure(machine, fn: str | int, args: tuple, repeat: int, check) -> tuple[int, float]:
@@ -44,10 +58,14 @@ def run(args: argparse.Namespace) -> int:
     from tsar.sim import Machine, compile_c
     from tsar.sim.errors import SimulationError
 
+    if args.repeat < 1:
+        raise UserError(f"--repeat must be at least 1, got {args.repeat}")
+    _RESULTS.clear()
+    _JSON[0] = args.json
     rng = np.random.default_rng(0)
     if args.engine == "native":
         _bench_native(args, rng, None)
-        return 0
+        return _finish(args)
     k = args.k - args.k % 8
     machine = Machine()
     machine.load_asm(kernel_source("gemv16_c2s4.s").read_text(), filename="gemv16_c2s4.s")
@@ -62,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
             raise SimulationError("bench", "gemv16_c2s4 result differs from numpy")
 
     n, sec = _measure(machine, "gemv16_c2s4", (act, weights, out, k), args.repeat, check_gemv)
-    print(f"T-SAR GEMV  gemv16_c2s4.s  16 x {k}:  {n:,} instructions in {sec * 1e3:.1f} ms "
-          f"= {n / sec / 1e6:.3f} M simulated instr/s")
+    _report(f"T-SAR GEMV  gemv16_c2s4.s  16 x {k}:  {n:,} instructions in {sec * 1e3:.1f} ms "
+            f"= {n / sec / 1e6:.3f} M simulated instr/s", engine="python", kernel="gemv16_c2s4.s",
+            instructions=n, seconds=sec, minstr_per_s=n / sec / 1e6)
 
     bitlinear_count = _bench_bitlinear(args, rng)
 
@@ -79,11 +98,20 @@ def run(args: argparse.Namespace) -> int:
             raise SimulationError("bench", f"dot_i8 returned {result}, numpy says {want}")
 
     n, sec = _measure(machine, "dot_i8", (a, b, args.n), args.repeat, check_dot)
-    print(f"AVX2 int8 dot  dot_i8_avx2.c (gcc -O3 -mavx2)  n = {args.n}:  {n:,} instructions in "
-          f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s")
+    _report(f"AVX2 int8 dot  dot_i8_avx2.c (gcc -O3 -mavx2)  n = {args.n}:  {n:,} instructions in "
+            f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s", engine="python",
+            kernel="dot_i8_avx2.c", instructions=n, seconds=sec, minstr_per_s=n / sec / 1e6)
     _bench_quant(args, rng)
     if args.engine == "both":
         _bench_native(args, rng, bitlinear_count)
+    return _finish(args)
+
+
+def _finish(args: argparse.Namespace) -> int:
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("bench-sim", results=_RESULTS)
     return 0
 
 
@@ -108,8 +136,9 @@ def _bench_quant(args: argparse.Namespace, rng: np.random.Generator) -> None:
             raise SimulationError("bench", "quant_absmax_i8 result differs from numpy")
 
     count, sec = _measure(machine, "quant_absmax_i8", (x, q, n), args.repeat, check)
-    print(f"AVX2 quantize  quant_i8.c (gcc -O3 -mavx2 -mfma)  n = {n}:  {count:,} instructions in "
-          f"{sec * 1e3:.1f} ms = {count / sec / 1e6:.3f} M simulated instr/s")
+    _report(f"AVX2 quantize  quant_i8.c (gcc -O3 -mavx2 -mfma)  n = {n}:  {count:,} instructions in "
+            f"{sec * 1e3:.1f} ms = {count / sec / 1e6:.3f} M simulated instr/s", engine="python",
+            kernel="quant_i8.c", instructions=count, seconds=sec, minstr_per_s=count / sec / 1e6)
 
 
 def _bench_bitlinear(args: argparse.Namespace, rng: np.random.Generator) -> None:
@@ -137,8 +166,10 @@ def _bench_bitlinear(args: argparse.Namespace, rng: np.random.Generator) -> None
 
     n, sec = _measure(machine, entry, (x, pack_weights(plan, w_t), y, 1, workspace, scale),
                       args.repeat, check)
-    print(f"T-SAR BitLinear  {plan.name}  1 x {plan.M} x {plan.K}:  {n:,} instructions in "
-          f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s")
+    _report(f"T-SAR BitLinear  {plan.name}  1 x {plan.M} x {plan.K}:  {n:,} instructions in "
+            f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s", engine="python",
+            kernel=plan.name, shape=[1, plan.M, plan.K], instructions=n, seconds=sec,
+            minstr_per_s=n / sec / 1e6)
     return n
 
 
@@ -181,10 +212,13 @@ def _bench_native(args: argparse.Namespace, rng: np.random.Generator, count: int
     for key in engines:
         sec = float(np.median(times[key]))
         spread = (max(times[key]) - min(times[key])) / sec * 100
-        print(f"native engine ({key})  {plan.name}  1 x {plan.M} x {plan.K}:  {sec * 1e3:.3f} ms "
-              f"(spread {spread:.0f} %) = {count / sec / 1e6:.1f} M simulated instr/s "
-              f"({count:,} instructions counted by the Python engine)")
+        _report(f"native engine ({key})  {plan.name}  1 x {plan.M} x {plan.K}:  {sec * 1e3:.3f} ms "
+                f"(spread {spread:.0f} %) = {count / sec / 1e6:.1f} M simulated instr/s "
+                f"({count:,} instructions counted by the Python engine)", engine=f"native {key}",
+                kernel=plan.name, shape=[1, plan.M, plan.K], instructions=count, seconds=sec,
+                spread_pct=spread, minstr_per_s=count / sec / 1e6)
     tl2_sec = float(np.median(times["TL2"]))
-    print(f"native TL2 (bitnet.cpp format, 1 thread)  1 x {plan.M} x {plan.K}:  {tl2_sec * 1e3:.3f} ms; "
-          f"T-SAR layer on the native engine / TL2: {np.median(times['in process']) / tl2_sec:.1f}x "
-          f"(emulated T-SAR instructions: not a hardware comparison)")
+    _report(f"native TL2 (bitnet.cpp format, 1 thread)  1 x {plan.M} x {plan.K}:  {tl2_sec * 1e3:.3f} ms; "
+            f"T-SAR layer on the native engine / TL2: {np.median(times['in process']) / tl2_sec:.1f}x "
+            f"(emulated T-SAR instructions: not a hardware comparison)", engine="host",
+            kernel="tl2", shape=[1, plan.M, plan.K], seconds=tl2_sec)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
+from tsar import console
 from tsar.errors import UserError
 from tsar.sim.platforms import SHIPPED
 
@@ -22,13 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="instead of one layer: a whole model (e.g. 2b-4t, llama3-8b, "
                                         "falcon3-10b, bitnet-700m): decode tokens/s and prefill latency")
     parser.add_argument("--repeats", type=int, default=20, help="native timing repeats (median)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
 
 
 def run(args: argparse.Namespace) -> int:
     from tsar.shapes import parse_shape
 
     def progress(msg: str) -> None:
-        print(f"  .. {msg}", file=sys.stderr, flush=True)
+        console.progress(f"  .. {msg}")
 
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads must be >= 1, got {args.threads}")
@@ -39,11 +40,28 @@ def run(args: argparse.Namespace) -> int:
             result = evaluate(args.model, args.platform, threads=args.threads, progress=progress)
         except KeyError as exc:
             raise UserError(str(exc.args[0])) from None
+        if args.json:
+            from tsar.jsonout import emit
+
+            emit("model-estimate", estimate=result)
+            return 0
         print(format_estimates([result]))
         return 0
     from tsar.compare import compare
 
     n, m, k = parse_shape(args.shape)
-    print(compare(n, m, k, args.platform, threads=args.threads or 1, repeats=args.repeats,
-                  progress=progress).table())
+    result = compare(n, m, k, args.platform, threads=args.threads or 1, repeats=args.repeats,
+                     progress=progress)
+    if args.json:
+        from tsar.jsonout import emit
+
+        base = result.baseline.seconds
+        emit("compare", N=result.N, M=result.M, K=result.K, platform=result.platform,
+             threads=result.threads, baseline=result.baseline.kernel,
+             rows=[{**{f: getattr(r, f) for f in ("kernel", "family", "method", "seconds",
+                                                   "bytes_per_token", "bits_per_weight", "bound")},
+                    "gops": r.gops(result.N, result.M, result.K), "speedup": base / r.seconds}
+                   for r in result.rows])
+        return 0
+    print(result.table())
     return 0

@@ -14,9 +14,24 @@ HELP = "print the T-SAR instruction table (mnemonics, encodings, operands, uops)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", nargs="?", const="-", metavar="PATH",
                         help="write the ISA reference page as Markdown to PATH (stdout if omitted)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the instructions and configurations as JSON (docs/json.md)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        from tsar.isa.config import configs
+        from tsar.jsonout import emit
+
+        emit("isa", instructions=reference.table_rows(),
+             configurations=[{"name": c.name, "c": c.c, "s": c.s, "vector_bits": c.vector_bits,
+                              "k": c.k, "m": c.m, "group_regs": c.group_regs,
+                              "weight_bytes": c.weight_bytes, "tlut": c.tlut_mnemonic,
+                              "tgemv": c.tgemv_mnemonic, "tlut_uops": c.tlut_uops,
+                              "tgemv_uops": c.tgemv_uops, "lut_layout": c.lut_layout,
+                              "lut_bits": c.lut_bits, "acc_bits": c.acc_bits,
+                              "weight_code": c.weight_code} for c in configs()])
+        return 0
     if args.markdown is None:
         print(reference.text_table())
     elif args.markdown == "-":

@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="T-SAR configuration (repeatable; default: c2s4, the paper's)")
     area.add_argument("--no-cache", action="store_true", help="resynthesize even if cached")
     area.add_argument("--no-power", action="store_true", help="skip the activity-based power estimate")
+    area.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
     ver = sub.add_parser("verilog", help="write synthesizable Verilog of the base and T-SAR slices")
     ver.add_argument("-o", "--output", default=".", metavar="DIR", help="output directory")
     ver.add_argument("--config", action="append", metavar="NAME",
@@ -89,16 +90,27 @@ def _area(args: argparse.Namespace) -> int:
     cfgs = _configs(args.config) if args.config else [C2S4]
     bits = cfgs[0].vector_bits
     base, tsar = synthesize([(bits, ()), (bits, cfgs)], use_cache=not args.no_cache)
+    rows = area_table(base, tsar)
+    power = None
+    if not args.no_power:
+        from tsar.rtl.power import format_power, relative_power
+
+        power = relative_power(base, tsar, cfgs[0])
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("rtl-area", vector_bits=bits, configurations=[c.name for c in cfgs],
+             units={"area": "um^2, sky130_fd_sc_hd cell areas", "paper": "um^2, TSMC 28 nm"},
+             rows=rows, relative_power=power)
+        return 0
     for r in (base, tsar):
         print(f"synthesized {r.name}: {'cached, ' if r.cached else ''}{r.seconds:.0f} s")
     title = (f"Table II: {bits}-bit slice, base vs T-SAR ({', '.join(c.name for c in cfgs)}); "
              "ours: Yosys/ABC, sky130_fd_sc_hd cell areas; paper: TSMC 28 nm, Genus")
-    print(format_area_table(area_table(base, tsar), title))
-    if not args.no_power:
-        from tsar.rtl.power import format_power, relative_power
-
+    print(format_area_table(rows, title))
+    if power is not None:
         print("\nrelative dynamic power (toggles x cells per block; base slice on the base stream = 100)")
-        print(format_power(relative_power(base, tsar, cfgs[0])))
+        print(format_power(power))
     return 0
 
 

@@ -66,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model mode: ternary weights '{layer}.{matrix}' (default: random)")
     parser.add_argument("--layers", type=int, metavar="L",
                         help="model mode: run only the first L transformer layers")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     parser.add_argument("--kernel", default="auto",
                         help="gemv/gemm: tsar-<c2s4|c4s4>-<ap-min|ap-max|op>, or auto (default)")
     parser.add_argument("--shape", default="1x2560x2560", help="gemv/gemm: N x M x K (default 1x2560x2560)")
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         from tsar.kernel_cli import run_bitlinear
 
         return run_bitlinear(args.file, args.kernel, args.shape, seed=args.seed, hot=args.hot,
-                             engine=args.engine)
+                             engine=args.engine, as_json=args.json)
     from tsar.sim import Machine, SimulationError
 
     path = Path(args.file)
@@ -177,6 +178,12 @@ def run(args: argparse.Namespace) -> int:
             raise
         option = "--timeout" if err.message.startswith("wall-time") else "--max-instructions"
         raise UserError(f"{err}; {option} sets the limit") from None
+    if args.json:
+        from tsar.jsonout import emit, stats_fields
+
+        emit("run", file=str(path), function=fn, returns=args.returns, returned=result,
+             outputs={spec: value for spec, value in outputs}, stats=stats_fields(machine.stats))
+        return 0
     print(f"{fn}(...) returned {result}")
     with np.printoptions(threshold=64, linewidth=110):
         for spec, value in outputs:
@@ -201,6 +208,16 @@ def _run_model(args: argparse.Namespace) -> int:
         raise UserError(f"tsar run model needs a model name (one of {', '.join(MODELS)})")
     run = run_model(args.model, args.tokens, kernel=args.kernel, engine=args.engine,
                     weights=args.weights, layers=args.layers, seed=args.seed)
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("run-model", model=args.model, tokens=args.tokens, engine=args.engine,
+             exact=not run.mismatched_layers, mismatched_layers=run.mismatched_layers,
+             matrices=[{"matrix": name, "kernel": run.kernels[name], "calls": run.calls[name],
+                        "seconds": secs, "ms_per_token": secs / run.tokens * 1e3}
+                       for name, secs in run.seconds.items()],
+             ms_per_token=run.total_seconds / run.tokens * 1e3)
+        return 1 if run.mismatched_layers else 0
     print(f"{args.model}: {sum(run.calls.values())} BitLinear calls, {args.tokens} token(s), "
           f"{args.engine} engine")
     print(run.table())

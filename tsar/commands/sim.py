@@ -8,7 +8,6 @@ is the differential test suite's job (``tests/sim/test_forms_differential.py``).
 from __future__ import annotations
 
 import argparse
-import json
 
 NAME = "sim"
 HELP = "simulator facts: instruction-form coverage per extension"
@@ -29,8 +28,11 @@ def run(args: argparse.Namespace) -> int:
 
     report = coverage()
     if args.json:
-        print(json.dumps({c.extension: {"supported": c.supported, "total": c.total,
-                                        "missing": c.missing} for c in report}, indent=2))
+        from tsar.jsonout import emit
+
+        emit("sim-coverage", source="iced-x86 VEX forms of AVX, AVX2, FMA, F16C, BMI1, BMI2",
+             extensions=[{"extension": c.extension, "supported": c.supported, "total": c.total,
+                          "missing": c.missing} for c in report])
         return 0 if all(not c.missing for c in report) else 1
     print(f"{'extension':<10} {'supported':>9} {'total':>6} {'coverage':>9}")
     for c in report:

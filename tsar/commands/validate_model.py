@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tsar import console
 from tsar.kernels.registry import SIMULATED
 
 NAME = "validate-model"
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loops", action="store_true", help="print the per-loop report of every case")
     parser.add_argument("--target", type=float, default=None,
                         help="exit with status 1 if the MAPE (percent) exceeds this")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +44,19 @@ def run(args: argparse.Namespace) -> int:
     shapes = TINY_SHAPES if args.tiny else tuple(args.shape or FULL_SHAPES)
     kernels = tuple(args.kernel or KERNELS)
     result = validate(kernels, shapes, dram=not args.no_dram, calls=args.calls, batches=args.batches,
-                      progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+                      progress=lambda msg: console.progress(f"  {msg}"))
+    if args.json:
+        from tsar.jsonout import emit
+
+        mapes = {v: result.mape_of(v) for v in ("cache", "DRAM")
+                 if any(c.variant == v for c in result.cases)}
+        emit("validate-model", platform=result.platform, frequency_ghz=result.frequency_ghz,
+             mape=result.mape, mape_by_variant=mapes, notes=result.notes,
+             cases=[{"kernel": c.kernel, "M": c.M, "K": c.K, "variant": c.variant,
+                     "weight_bytes": c.weight_bytes, "predicted_s": c.predicted,
+                     "measured_s": c.measured, "error": c.error, "bound": c.prediction.bound}
+                    for c in result.cases])
+        return 1 if args.target is not None and not result.mape <= args.target else 0
     if args.loops:
         for case in result.cases:
             print(f"== {case.kernel} {case.M} x {case.K} ({case.variant})")

@@ -1,0 +1,73 @@
+"""``--json`` documents parse and carry their kind and fields; ``--version``, ``-q``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tsar import __version__
+from tsar.cli import main
+from tsar.errors import UserError
+from tsar.jsonout import document, jsonable
+
+
+def _doc(capsys, argv: list[str], kind: str) -> dict:
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["tsar"], doc["schema"], doc["kind"]) == (__version__, 1, kind)
+    return doc
+
+
+def test_isa(capsys):
+    doc = _doc(capsys, ["isa", "--json"], "isa")
+    assert {c["name"] for c in doc["configurations"]} >= {"c2s4", "c4s4"}
+    assert all("mnemonic" in row for row in doc["instructions"])
+
+
+def test_sim_coverage(capsys):
+    doc = _doc(capsys, ["sim", "coverage", "--json"], "sim-coverage")
+    assert sum(e["total"] for e in doc["extensions"]) == 685
+
+
+def test_run_file(capsys, tmp_path):
+    src = tmp_path / "add.s"
+    src.write_text("add3:\n    lea eax, [rdi + rsi]\n    add eax, edx\n    ret\n")
+    doc = _doc(capsys, ["run", str(src), "--arg", "1", "--arg", "2", "--arg", "3", "--returns", "i32",
+                        "--json"], "run")
+    assert doc["returned"] == 6 and doc["function"] == "add3"
+    assert doc["stats"]["engine"] == "python" and doc["stats"]["instructions"] == 3
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_run_bitlinear(capsys, engine: str):
+    doc = _doc(capsys, ["run", "gemm", "--kernel", "tsar-c2s4-op-tokens", "--shape", "3x64x256",
+                        "--engine", engine, "--json"], "run-bitlinear")
+    assert doc["exact"] and doc["shape"] == [3, 64, 256] and doc["stats"]["engine"] == engine
+
+
+def test_run_model(capsys):
+    doc = _doc(capsys, ["-q", "run", "model", "bitnet-b1.58-2b-4t", "--layers", "1", "--kernel",
+                        "tsar-c2s4-op", "--engine", "native", "--json"], "run-model")
+    assert doc["exact"] and {m["matrix"] for m in doc["matrices"]} == {"qkv", "o", "gate", "up", "down"}
+    assert capsys.readouterr().err == ""  # -q: no progress
+
+
+def test_bench_sim_native(capsys):
+    doc = _doc(capsys, ["bench-sim", "--engine", "native", "--repeat", "1", "--json"], "bench-sim")
+    engines = {r["engine"] for r in doc["results"]}
+    assert engines == {"native in process", "native worker", "host"}
+    assert all(r["seconds"] > 0 for r in doc["results"])
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"tsar {__version__}"
+
+
+def test_non_numbers_are_refused():
+    assert jsonable({"a": np.float32(1.5), "b": np.arange(3)}) == {"a": 1.5, "b": [0, 1, 2]}
+    with pytest.raises(UserError, match="nan"):
+        document("x", value=float("nan"))
