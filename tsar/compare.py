@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tsar.counts import KernelCounts, simulated_counts
+from tsar.frames import Tabular
 from tsar.kernel_sim import KERNEL_NAMES
 from tsar.kernels.registry import COMPARED
 from tsar.native_sim import NATIVE_SIM_KERNELS
@@ -45,7 +46,7 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Tabular):
     N: int
     M: int
     K: int
@@ -70,6 +71,16 @@ class Comparison:
     @property
     def best_native(self) -> Row:
         return min((r for r in self.rows if r.family == "native"), key=lambda r: r.seconds)
+
+    def records(self) -> list[dict]:
+        """One row per kernel: time, Gop/s, speedup over TL2, traffic (see :meth:`table`)."""
+        base = self.baseline
+        return [{"kernel": r.kernel, "family": r.family, "method": r.method, "seconds": r.seconds,
+                 "gops": r.gops(self.N, self.M, self.K), "speedup": base.seconds / r.seconds,
+                 "bytes_per_token": r.bytes_per_token, "bits_per_weight": r.bits_per_weight,
+                 "bound": r.bound, "N": self.N, "M": self.M, "K": self.K,
+                 "platform": self.platform, "threads": self.threads}
+                for r in sorted(self.rows, key=lambda r: r.seconds)]
 
     def table(self) -> str:
         base = self.baseline

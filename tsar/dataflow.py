@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tsar.frames import Tabular
 from tsar.kernel_sim import plan_for, program_for, simulate
 from tsar.kernels.tsar_plan import KernelPlan, kernel_names
 from tsar.sim import Stats
@@ -68,7 +69,7 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Selection:
+class Selection(Tabular):
     M: int
     K: int
     N: int
@@ -78,6 +79,13 @@ class Selection:
     @property
     def best(self) -> Candidate:
         return min(self.candidates, key=lambda c: (c.cycles, c.instructions))
+
+    def records(self) -> list[dict]:
+        return [{"kernel": c.kernel, "instructions": c.instructions, "tsar_uops": c.tsar_uops,
+                 "vector_bytes": c.vector_bytes, "predicted_cycles": c.predicted_cycles,
+                 "stream_cycles": c.stream_cycles, "cycles_per_token": c.cycles, "bound": c.bound,
+                 "selected": c is self.best, "N": self.N, "M": self.M, "K": self.K}
+                for c in sorted(self.candidates, key=lambda c: (c.cycles, c.instructions))]
 
     def table(self) -> str:
         rows = [f"{'kernel':22} {'instr/token':>12} {'T-SAR uops':>11} {'vector B':>11} "

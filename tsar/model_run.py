@@ -22,6 +22,7 @@ import numpy as np
 
 from tsar import console
 from tsar.errors import UserError
+from tsar.frames import Tabular
 from tsar.kernel_sim import plan_for, program_for
 from tsar.kernels import reference
 from tsar.kernels.formats.tsar import pack_weights
@@ -32,7 +33,7 @@ from tsar.sim import Machine
 
 
 @dataclass
-class ModelRun:
+class ModelRun(Tabular):
     """Kernel seconds and calls per matrix kind, and the number of inexact outputs."""
 
     tokens: int
@@ -44,6 +45,11 @@ class ModelRun:
     @property
     def total_seconds(self) -> float:
         return sum(self.seconds.values())
+
+    def records(self) -> list[dict]:
+        return [{"matrix": name, "kernel": self.kernels[name], "calls": self.calls[name],
+                 "seconds": secs, "ms_per_call": secs / self.calls[name] * 1e3,
+                 "ms_per_token": secs / self.tokens * 1e3} for name, secs in self.seconds.items()]
 
     def table(self) -> str:
         rows = [f"{'matrix':<6} {'kernel':<20} {'calls':>5} {'ms/call':>9} {'ms/token':>9}"]

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tsar.frames import Tabular
 from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED
 from tsar.sim.timing.predict import Prediction, cache_traffic, predict
 
@@ -63,7 +64,7 @@ class Case:
 
 
 @dataclass(frozen=True)
-class Validation:
+class Validation(Tabular):
     cases: tuple[Case, ...]
     platform: str
     frequency_ghz: float
@@ -78,6 +79,12 @@ class Validation:
         """MAPE (percent) over the cases of one variant ("cache" or "DRAM")."""
         errs = [abs(c.error) for c in self.cases if c.variant == variant]
         return 100.0 * sum(errs) / len(errs) if errs else math.nan
+
+    def records(self) -> list[dict]:
+        return [{"kernel": c.kernel, "M": c.M, "K": c.K, "variant": c.variant,
+                 "weight_bytes": c.weight_bytes, "predicted_s": c.predicted, "measured_s": c.measured,
+                 "error": c.error, "bound": c.prediction.bound, "platform": self.platform}
+                for c in self.cases]
 
     def table(self) -> str:
         rows = [f"{'kernel':6} {'M x K':>12} {'weights':>8} {'data':>6} {'predicted us':>13} "
