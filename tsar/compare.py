@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tsar.console import Steps
 from tsar.counts import KernelCounts, simulated_counts
 from tsar.frames import Tabular
 from tsar.kernel_sim import KERNEL_NAMES
@@ -125,25 +126,27 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
             tsar_kernels: Sequence[str] = KERNEL_NAMES, repeats: int = 20,
             progress: Callable[[str], None] | None = None) -> Comparison:
     """Compare every T-SAR kernel with the native baselines on one layer and platform."""
-    say = progress or (lambda _m: None)
     plat = platform_named(platform)
+    measured = platform == "host"
+    step = Steps(len(tsar_kernels) + len(NATIVE_SIM_KERNELS) + (len(MEASURED_NATIVE) if measured else 0),
+                 progress or (lambda _m: None))
     rows: list[Row] = []
     for kernel in tsar_kernels:
-        say(f"simulating {kernel} {M} x {K}")
+        step(f"{plat.name}: simulating {kernel} {M} x {K}")
         c = simulated_counts(kernel, M, K)
         seconds, bound = modelled(c, plat, N, threads)
         rows.append(Row(kernel, "T-SAR", "simulated + modelled", seconds, c.bytes_moved,
                         8.0 * c.weight_bytes / (M * K), bound))
     sim_counts = {}
     for kernel in NATIVE_SIM_KERNELS:
-        say(f"simulating native {kernel} {M} x {K}")
+        step(f"{plat.name}: simulating native {kernel} {M} x {K}")
         sim_counts[kernel] = simulated_counts(kernel, M, K)
-    if platform == "host":
+    if measured:
         from tsar.kernels import bench
 
         bandwidth = bench.measure_bandwidths([threads])[threads]
         for kernel in MEASURED_NATIVE:
-            say(f"measuring native {kernel} {N} x {M} x {K}")
+            step(f"{plat.name}: measuring native {kernel} {N} x {M} x {K}")
             res = bench.run_case(bench.Case(kernel, N, M, K, threads, "cache"), bandwidth, repeats)
             c = sim_counts.get(kernel)
             rows.append(Row(kernel, "native", "measured on this host", res.seconds,

@@ -28,3 +28,24 @@ def detail(message: str) -> None:
     """A line on stderr shown with ``-v``."""
     if _verbosity > 0:
         print(message, file=sys.stderr, flush=True)
+
+
+class Steps:
+    """Numbered progress for a job of ``total`` steps: ``steps("what")`` reports
+    ``[i/total] what`` with the time left estimated from the steps so far."""
+
+    def __init__(self, total: int, say=None) -> None:
+        import time
+
+        self.total, self.done = max(total, 1), 0
+        self.say = say or progress
+        self._clock = time.perf_counter
+        self._start = self._clock()
+
+    def __call__(self, message: str) -> None:
+        elapsed = self._clock() - self._start
+        left = ""
+        if self.done:
+            left = f"  (~{elapsed / self.done * (self.total - self.done):.0f} s left)"
+        self.done += 1
+        self.say(f"[{min(self.done, self.total)}/{self.total}] {message}{left}")

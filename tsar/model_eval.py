@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tsar.compare import modelled, platform_named
+from tsar.console import Steps
 from tsar.counts import simulated_counts
 from tsar.kernel_sim import KERNEL_NAMES
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
@@ -63,13 +64,14 @@ class ModelEstimate:
 def evaluate(model: str, platform: str, *, threads: int | None = None,
              tsar_kernels: Sequence[str] = KERNEL_NAMES,
              progress: Callable[[str], None] | None = None) -> ModelEstimate:
-    say = progress or (lambda _m: None)
     cfg = get_model(model)
     plat = platform_named(platform)
     threads = threads or plat.threads
     estimates = []
+    step = Steps(len(cfg.gemv_shapes()), progress or (lambda _m: None))
     for shape in cfg.gemv_shapes():
-        say(f"{cfg.name} {shape.name} {shape.m} x {shape.k}")
+        step(f"{plat.name}: {cfg.name} {shape.name} {shape.m} x {shape.k} (every kernel simulated once, "
+             "then cached)")
         decode, prefill = {}, {}
         for kernel in (*tsar_kernels, "tl2"):
             c = simulated_counts(kernel, shape.m, shape.k)

@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from tsar.compare import Comparison, compare, modelled, platform_named
+from tsar.console import Steps, detail
 from tsar.counts import simulated_counts
 from tsar.model_eval import ModelEstimate, evaluate, format_estimates
 from tsar.sim.platforms import SHIPPED
@@ -137,17 +138,29 @@ def area_plot(rows: list) -> plt.Figure:
 def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
             with_area: bool = True) -> ReportData:
     say = progress or (lambda _m: None)
-    host_layers = [compare(1, m, k, "host", repeats=repeats, progress=say) for m, k in LAYERS_2B]
+    total = len(LAYERS_2B) * len(PLATFORMS) + len(REPORT_MODELS) * (len(PLATFORMS) - 1) + with_area
+    step = Steps(total, say)
+    inner = detail  # the steps inside each comparison: with -v
+
+    def layer(platform: str, m: int, k: int, **options: int) -> Comparison:
+        step(f"{platform}: layer 1 x {m} x {k} ({'measured natives' if platform == 'host' else 'modelled'})")
+        return compare(1, m, k, platform, progress=inner, **options)
+
+    host_layers = [layer("host", m, k, repeats=repeats) for m, k in LAYERS_2B]
     platform_layers = {"host": host_layers}
     for name in PLATFORMS[1:]:
-        platform_layers[name] = [compare(1, m, k, name, threads=1, progress=say) for m, k in LAYERS_2B]
-    models = [evaluate(model, name, progress=say) for model in REPORT_MODELS for name in PLATFORMS[1:]]
+        platform_layers[name] = [layer(name, m, k, threads=1) for m, k in LAYERS_2B]
+    models = []
+    for model in REPORT_MODELS:
+        for name in PLATFORMS[1:]:
+            step(f"{name}: model {model}")
+            models.append(evaluate(model, name, progress=inner))
     area_text = area_rows = None
     if with_area:
         from tsar.isa.config import C2S4
         from tsar.rtl.synth import area_table, format_area_table, synthesize
 
-        say("synthesizing the RTL slices (cached after the first run)")
+        step("synthesizing the RTL slices (cached after the first run)")
         base, tsar = synthesize([(256, ()), (256, (C2S4,))])
         area_rows = area_table(base, tsar)
         area_text = format_area_table(area_rows, "256-bit slice, base vs T-SAR c2s4")

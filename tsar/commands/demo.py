@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from tsar import console
 from tsar.sim.platforms import SHIPPED
 
 NAME = "demo"
@@ -93,12 +94,13 @@ def run(args: argparse.Namespace) -> int:
 
     step(f"T-SAR (simulated, modelled) against native kernels measured on this machine, "
          f"{n} x {m} x {k}")
-    host_cmp = compare(n, m, k, "host", repeats=args.repeats)
+    host_cmp = compare(n, m, k, "host", repeats=args.repeats,
+                       progress=lambda msg: console.progress(f"  .. {msg}"))
     print(_indent(host_cmp.table()))
 
     step("the same layer modelled on the paper's platforms (T-SAR and the natives' simulated code)")
     for name in PLATFORMS[1:]:
-        c = compare(n, m, k, name)
+        c = compare(n, m, k, name, progress=console.detail)
         t, base = c.best_tsar, c.baseline
         print(f"  {name:12} best T-SAR {t.kernel:16} {t.seconds * 1e6:9.1f} us   TL2 "
               f"{base.seconds * 1e6:9.1f} us   speedup {base.seconds / t.seconds:5.2f}x   traffic "
