@@ -41,6 +41,7 @@ class Row:
     bytes_per_token: float | None
     bits_per_weight: float
     bound: str = ""
+    spread: float | None = None  # measured: (max - min) / median of the timed calls
 
     def gops(self, n: int, m: int, k: int) -> float:
         return 2.0 * n * m * k / self.seconds / 1e9

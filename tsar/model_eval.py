@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from tsar.compare import modelled, platform_named
 from tsar.console import Steps
 from tsar.counts import simulated_counts
+from tsar.frames import Tabular
 from tsar.kernel_sim import KERNEL_NAMES
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
 
@@ -33,7 +34,7 @@ class LayerEstimate:
 
 
 @dataclass(frozen=True)
-class ModelEstimate:
+class ModelEstimate(Tabular):
     model: str
     platform: str
     threads: int
@@ -53,6 +54,16 @@ class ModelEstimate:
 
     def prefill_seconds(self, family: str, tokens: int = PREFILL_TOKENS) -> float:
         return self._total("tsar_prefill_seconds" if family == "tsar" else "tl2_prefill_seconds", tokens)
+
+    def records(self) -> list[dict]:
+        """One row: decode tokens/s and prefill seconds (128 tokens), T-SAR and TL2, the paper's
+        reported tokens/s where Table III has this model and platform."""
+        return [{"model": self.model, "platform": self.platform, "threads": self.threads,
+                 "decode_tsar_tok_s": self.decode_tsar_tps, "decode_tl2_tok_s": self.decode_tl2_tps,
+                 "decode_speedup": self.decode_tsar_tps / self.decode_tl2_tps,
+                 "prefill_tsar_s": self.prefill_seconds("tsar"), "prefill_tl2_s": self.prefill_seconds("tl2"),
+                 "prefill_speedup": self.prefill_seconds("tl2") / self.prefill_seconds("tsar"),
+                 "paper_tok_s": self.reported_tps()}]
 
     def reported_tps(self) -> float | None:
         for r in TABLE_III:

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 from tsar.compare import Comparison, compare, modelled, platform_named
 from tsar.console import Steps, detail
 from tsar.counts import simulated_counts
-from tsar.model_eval import ModelEstimate, evaluate, format_estimates
+from tsar.model_eval import ModelEstimate, evaluate
 from tsar.sim.platforms import SHIPPED
 
 LAYERS_2B = ((2560, 2560), (6912, 2560), (2560, 6912))  # (M, K): O/QKV-like, gate/up, down
@@ -47,25 +47,48 @@ def _png(fig: plt.Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def roofline_plot(comp: Comparison, bandwidth_gbs: float) -> plt.Figure:
-    """Gop/s against ops per weight byte; the roof is the measured streaming-read bandwidth."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+def _family(kernel: str, family: str) -> str:
+    """The roofline's marker groups: T-SAR (every dataflow) or the native format."""
+    return "T-SAR" if family == "T-SAR" else kernel.upper()
+
+
+def roofline_plot(comp: Comparison, bandwidth_gbs: float, roofs: dict[str, float] | None = None,
+                  compute_gops: float | None = None) -> plt.Figure:
+    """Gop/s against ops per weight byte: the measured DRAM roof, the platform's cache roofs
+    (``roofs``: name -> GB/s) and an int8 compute roof; one marker per kernel family (the best
+    kernel of the family, its name in the legend)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
     xs = [0.5, 64]
     ax.plot(xs, [bandwidth_gbs * x for x in xs], "k--", lw=1,
             label=f"DRAM roof ({bandwidth_gbs:.1f} GB/s measured)")
-    rows = sorted(comp.rows, key=lambda r: -r.gops(comp.N, comp.M, comp.K))
-    cmap = plt.get_cmap("tab20")
-    for i, r in enumerate(rows):
+    for i, (name, gbs) in enumerate((roofs or {}).items()):
+        ax.plot(xs, [gbs * x for x in xs], ":", lw=1, color=f"C{7 + i % 3}",
+                label=f"{name} roof ({gbs:.0f} GB/s)")
+    if compute_gops:
+        ax.axhline(compute_gops, color="k", lw=1, label=f"int8 compute roof ({compute_gops:.0f} Gop/s)")
+    best: dict[str, object] = {}
+    for r in comp.rows:
+        fam = _family(r.kernel, r.family)
+        if fam not in best or r.seconds < best[fam].seconds:
+            best[fam] = r
+    markers = "osD^v<>ph*"
+    for i, (fam, r) in enumerate(sorted(best.items(), key=lambda kv: -kv[1].gops(comp.N, comp.M, comp.K))):
         intensity = 2.0 / (r.bits_per_weight / 8)  # 2 ops per weight / bytes per weight
-        marker = "o" if r.family == "T-SAR" else "s"
-        ax.scatter(intensity, r.gops(comp.N, comp.M, comp.K), marker=marker, color=cmap(i % 20),
-                   zorder=3, s=40, label=f"{r.kernel} ({'modelled' if r.family == 'T-SAR' else r.method})")
+        gops = r.gops(comp.N, comp.M, comp.K)
+        err = None
+        if r.spread:
+            low, high = r.seconds * (1 - r.spread / 2), r.seconds * (1 + r.spread / 2)
+            err = [[gops - 2.0 * comp.N * comp.M * comp.K / high / 1e9],
+                   [2.0 * comp.N * comp.M * comp.K / low / 1e9 - gops]]
+        ax.errorbar(intensity, gops, yerr=err, marker=markers[i % len(markers)], color=f"C{i}",
+                    ms=7, capsize=3, ls="none", zorder=3,
+                    label=f"{fam}: {r.kernel} ({'modelled' if r.family == 'T-SAR' else r.method})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("operational intensity (ops per weight byte)")
     ax.set_ylabel("Gop/s")
-    ax.set_title(f"{comp.N}x{comp.M}x{comp.K} on {comp.platform}: T-SAR (circles) and native "
-                 "kernels (squares)", fontsize=9)
+    ax.set_title(f"{comp.N}x{comp.M}x{comp.K} on {comp.platform}: the best kernel of each family "
+                 "(error bars: measured spread)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     ax.grid(True, which="both", alpha=0.3)
     return fig
@@ -167,47 +190,101 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
     return ReportData(host_layers, platform_layers, models, area_text, area_rows)
 
 
-def render(data: ReportData, bandwidth_gbs: float | None = None) -> str:
-    """The HTML page; ``bandwidth_gbs`` is the roofline's DRAM roof (measured here if None)."""
+def provenance(repeats: int) -> dict[str, str]:
+    """Where and how the figures were made: date, version, commit, CPU, caches, repeats, seeds."""
+    import datetime
+    import platform as pyplatform
+    import subprocess
+
+    from tsar import __version__
+    from tsar.sim.platforms import host
+
+    commit = "unknown"
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent, timeout=5)
+        if out.returncode == 0:
+            commit = out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    plat = host(measure=False)
+    caches = ", ".join(f"{c.name} {c.size >> 10} KiB" for c in plat.caches)
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "tsar": __version__,
+            "commit": commit, "python": pyplatform.python_version(),
+            "cpu": f"{plat.core.model} ({plat.core.uarch}{' proxy' if plat.core.uarch_proxy else ''}), "
+                   f"{plat.core.cores} core(s) visible",
+            "caches": caches, "native repeats": f"{repeats} timed calls per kernel (median)",
+            "seeds": "weights and activations from numpy seed 0 (tsar.counts, tsar.kernels.bench)"}
+
+
+def _table(obj) -> str:
+    """A result's HTML table (:class:`tsar.frames.Tabular`)."""
+    return obj._repr_html_()
+
+
+def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt.Figure | None, str]]:
+    """(file stem, title, figure, HTML below it) of every section, in page order."""
+    from tsar.sim.platforms import host
+
+    plat = host(measure=False)
+    ghz = plat.core.frequency_ghz
+    roofs = {c.name: c.bandwidth * ghz for c in plat.caches}
+    # int8 compute roof: 256-bit vpmaddubsw (32 multiply-adds = 64 ops) at the core's throughput
+    mad = plat.uarch().lookup("vpmaddubsw", ("ymm", "ymm", "ymm"))
+    compute = 64 / mad.recip_throughput * ghz
+    first = data.host_layers[0]
+    widest = max(data.host_layers, key=lambda c: c.M * c.K)
+    out = [("roofline", "Roofline (host)", roofline_plot(first, bandwidth_gbs, roofs, compute),
+            "".join(_table(c) for c in data.host_layers)),
+           ("speedup", "Speedup over TL2 per platform", speedup_plot(data.platform_layers),
+            "".join(_table(c) for name, comps in data.platform_layers.items() if name != "host"
+                    for c in comps)),
+           ("traffic", "Memory traffic per token (Figure 9 metric)", traffic_plot(widest), ""),
+           ("scaling", "Thread scaling (modelled)",
+            scaling_plot(widest.M, widest.K, widest.best_tsar.kernel, PLATFORMS[1:]), ""),
+           ("models", "Models: decode and prefill (BitLinear layers only) next to the paper's "
+            "Table III", None, "".join(_table(m) for m in data.models))]
+    if data.area_rows:
+        out.append(("area", "RTL area (Table II)", area_plot(data.area_rows),
+                    f"<pre>{html.escape(data.area_text or '')}</pre>"))
+    return out
+
+
+def render(data: ReportData, bandwidth_gbs: float | None = None, *, repeats: int = 20,
+           files: Path | None = None) -> str:
+    """The HTML page; ``bandwidth_gbs`` is the roofline's DRAM roof (measured here if None).
+    With ``files`` (a path stem) every plot is also written as ``<stem>-<name>.png`` and ``.svg``."""
     if bandwidth_gbs is None:
         from tsar.kernels import bench
 
         bandwidth_gbs = bench.measure_bandwidths([1])[1] / 1e9
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>T-SAR report</title>",
-             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
+             "<style>body{font-family:sans-serif;max-width:1150px;margin:auto}"
+             "table{border-collapse:collapse;font-size:12px;margin:8px 0 16px}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}"
              "pre{font-size:12px;background:#f6f6f6;padding:8px;overflow-x:auto}</style></head><body>",
              "<h1>T-SAR: simulated T-SAR kernels against native ternary kernels</h1>",
              "<p>T-SAR times are simulated instruction counts timed by the project's timing model; "
              "native times on <code>host</code> are measured on this machine, on the other "
              "platforms modelled from the same C code's simulated counts. See docs/timing.md for "
-             "the model and its validation.</p>"]
-
-    def section(title: str, fig: plt.Figure | None = None, text: str | None = None) -> None:
+             "the model and its validation.</p>", "<h2>Provenance</h2><table>"]
+    parts += [f"<tr><th>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+              for k, v in provenance(repeats).items()]
+    parts.append("</table>")
+    for stem, title, fig, below in _figures(data, bandwidth_gbs):
         parts.append(f"<h2>{html.escape(title)}</h2>")
         if fig is not None:
-            parts.append(f"<img src='data:image/png;base64,{_png(fig)}'>")
-        if text:
-            parts.append(f"<pre>{html.escape(text)}</pre>")
-
-    first = data.host_layers[0]
-    section("Roofline (host)", roofline_plot(first, bandwidth_gbs),
-            "\n\n".join(c.table() for c in data.host_layers))
-    section("Speedup over TL2 per platform", speedup_plot(data.platform_layers),
-            "\n\n".join(c.table() for name, comps in data.platform_layers.items() if name != "host"
-                        for c in comps))
-    widest = max(data.host_layers, key=lambda c: c.M * c.K)
-    section("Memory traffic per token (Figure 9 metric)", traffic_plot(widest))
-    section("Thread scaling (modelled)",
-            scaling_plot(widest.M, widest.K, widest.best_tsar.kernel, PLATFORMS[1:]))
-    section("Models: decode and prefill (BitLinear layers only) next to the paper's Table III",
-            None, format_estimates(data.models))
-    if data.area_rows:
-        section("RTL area (Table II)", area_plot(data.area_rows), data.area_text)
+            if files is not None:
+                for ext in ("png", "svg"):
+                    fig.savefig(f"{files}-{stem}.{ext}", dpi=110, bbox_inches="tight")
+            parts.append(f"<img alt='{html.escape(title)}' src='data:image/png;base64,{_png(fig)}'>")
+        parts.append(below)
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def write(path: Path, data: ReportData) -> Path:
+def write(path: Path, data: ReportData, repeats: int = 20) -> Path:
+    """The page at ``path`` and its plots beside it (``<stem>-<plot>.png`` / ``.svg``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(data))
+    path.write_text(render(data, repeats=repeats, files=path.with_suffix("")))
     return path

@@ -62,6 +62,32 @@ def test_report_renders_every_plot(tmp_path, monkeypatch) -> None:
     data = ReportData(layers["workstation"], layers, [evaluate("tiny", "mobile", tsar_kernels=kernels)],
                       None, None)
     page = write(tmp_path / "r.html", data).read_text()
-    assert page.count("<img src='data:image/png;base64,") == 4  # roofline, speedup, traffic, scaling
-    assert "Table III" in page and "tiny" in page
+    assert page.count("src='data:image/png;base64,") == 4  # roofline, speedup, traffic, scaling
+    assert "Table III" in page and "<td>tiny</td>" in page and "<pre>" not in page  # HTML tables
+    for field in ("date", "commit", "cpu", "caches", "native repeats", "seeds"):
+        assert f"<th>{field}</th>" in page
+    for stem in ("roofline", "speedup", "traffic", "scaling"):
+        for ext in ("png", "svg"):
+            assert (tmp_path / f"r-{stem}.{ext}").stat().st_size > 1000
     assert render(data, bandwidth_gbs=10.0).startswith("<!doctype html>")
+    _screenshot_is_not_blank(tmp_path / "r.html", tmp_path / "shot.png")
+
+
+def _screenshot_is_not_blank(page, shot) -> None:
+    """Open the page in headless Chromium (when installed) and check that the screenshot shows
+    more than a blank page: plots and tables give many distinct pixel values."""
+    import shutil
+    import subprocess
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no Chromium on this machine: the headless screenshot check needs one")
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                    "--window-size=1200,2400", page.as_uri()], check=True, capture_output=True,
+                   timeout=120)
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    pixels = mpimg.imread(shot)
+    assert pixels.shape[0] >= 2000 and pixels.shape[1] >= 1100
+    assert np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0).shape[0] > 50
