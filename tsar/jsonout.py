@@ -1,4 +1,5 @@
-"""Machine-readable results: ``--json`` on the commands that measure, compare or tabulate.
+"""Machine-readable results: ``--json`` (and ``--csv`` for tables) on the commands that measure,
+compare or tabulate.
 
 Every document is one JSON object ``{"tsar": VERSION, "schema": SCHEMA, "kind": KIND, ...}``
 (the kinds and their fields are in docs/json.md). Dataclasses become objects of their
@@ -52,6 +53,22 @@ def document(kind: str, **fields: Any) -> dict[str, Any]:
 def emit(kind: str, **fields: Any) -> None:
     """Print one JSON document to stdout."""
     print(json.dumps(document(kind, **fields), indent=2))
+
+
+def emit_csv(records: list[dict[str, Any]]) -> None:
+    """Print a table (one dict per row, the first row's keys as the header) as CSV to stdout;
+    nested values are written as JSON."""
+    import csv
+    import sys
+
+    rows = [jsonable(r) for r in records]
+    if not rows:
+        return
+    writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]), extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()})
 
 
 def stats_fields(stats: Any) -> dict[str, Any]:

@@ -71,3 +71,16 @@ def test_non_numbers_are_refused():
     assert jsonable({"a": np.float32(1.5), "b": np.arange(3)}) == {"a": 1.5, "b": [0, 1, 2]}
     with pytest.raises(UserError, match="nan"):
         document("x", value=float("nan"))
+
+
+def test_csv_tables(capsys):
+    import csv
+    import io
+
+    assert main(["isa", "--csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert rows and {"mnemonic", "config", "uops"} <= set(rows[0])
+    assert main(["-q", "run", "model", "bitnet-b1.58-2b-4t", "--layers", "1", "--kernel",
+                 "tsar-c2s4-op", "--engine", "native", "--csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["matrix"] for r in rows] == ["qkv", "o", "gate", "up", "down"]

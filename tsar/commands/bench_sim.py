@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=["python", "native", "both"], default="both",
                         help="which engines to measure (default both)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="print the figures as CSV")
 
 
 _RESULTS: list[dict] = []
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UserError(f"--repeat must be at least 1, got {args.repeat}")
     _RESULTS.clear()
-    _JSON[0] = args.json
+    _JSON[0] = args.json or args.csv
     rng = np.random.default_rng(0)
     if args.engine == "native":
         _bench_native(args, rng, None)
@@ -108,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace) -> int:
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        keys = dict.fromkeys(k for r in _RESULTS for k in r)
+        emit_csv([{k: r.get(k) for k in keys} for r in _RESULTS])
+        return 0
     if args.json:
         from tsar.jsonout import emit
 

@@ -16,9 +16,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the ISA reference page as Markdown to PATH (stdout if omitted)")
     parser.add_argument("--json", action="store_true",
                         help="print the instructions and configurations as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="print the instruction table as CSV")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(reference.table_rows())
+        return 0
     if args.json:
         from tsar.isa.config import configs
         from tsar.jsonout import emit

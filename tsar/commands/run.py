@@ -67,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layers", type=int, metavar="L",
                         help="model mode: run only the first L transformer layers")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="model mode: print the per-matrix table as CSV")
     parser.add_argument("--kernel", default="auto",
                         help="gemv/gemm: tsar-<c2s4|c4s4>-<ap-min|ap-max|op>, or auto (default)")
     parser.add_argument("--shape", default="1x2560x2560", help="gemv/gemm: N x M x K (default 1x2560x2560)")
@@ -208,6 +209,11 @@ def _run_model(args: argparse.Namespace) -> int:
         raise UserError(f"tsar run model needs a model name (one of {', '.join(MODELS)})")
     run = run_model(args.model, args.tokens, kernel=args.kernel, engine=args.engine,
                     weights=args.weights, layers=args.layers, seed=args.seed)
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(run.records())
+        return 1 if run.mismatched_layers else 0
     if args.json:
         from tsar.jsonout import emit
 

@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ports", action="store_true", help="also print each loop's port pressure")
     parser.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
     parser.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    parser.add_argument("--csv", action="store_true", help="print the loop table as CSV")
 
 
 def _load(machine, path: Path, fn: str | None) -> tuple[str, bytes, int]:
@@ -86,17 +87,22 @@ def run(args: argparse.Namespace) -> int:
     machine.call(fn, *call_args, trace=args.trace)
     pred = predict(machine.stats, code, base, platform, threads=args.threads,
                    trace=machine.trace if args.trace else None)
+    loops = [{"start": r.start - base, "end": r.end - base, "depth": r.depth,
+              "iterations": r.iterations, "instructions": r.instructions,
+              "cycles_per_iteration": r.cycles_per_iteration, "cycles": r.cycles,
+              "bottleneck": r.bottleneck, "port_loads": r.core.port_loads} for r in pred.loops]
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(loops)
+        return 0
     if args.json:
         from tsar.jsonout import emit
 
         emit("time", file=str(path), function=fn, platform=pred.platform, threads=pred.threads,
              frequency_ghz=pred.frequency_ghz, seconds=pred.seconds, cycles=pred.cycles,
              core_cycles=pred.core_cycles, bound=pred.bound, instructions=machine.stats.instructions,
-             loops=[{"start": r.start - base, "end": r.end - base, "depth": r.depth,
-                     "iterations": r.iterations, "instructions": r.instructions,
-                     "cycles_per_iteration": r.cycles_per_iteration, "cycles": r.cycles,
-                     "bottleneck": r.bottleneck, "port_loads": r.core.port_loads}
-                    for r in pred.loops],
+             loops=loops,
              notes=pred.notes)
         return 0
     print(f"{fn} in {path.name} on {pred.platform} ({platform.core.model}, {platform.core.uarch}"
