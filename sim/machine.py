@@ -50,6 +50,15 @@ _SLACK_REACH = 32  # bytes before an array's end from which a Unicorn access is 
 
 
 _MISSING = object()
+
+
+def _hook_error(exc: BaseException, rip: int | None = None) -> BaseException:
+    """What a hook's exception becomes once Unicorn has stopped: a Ctrl-C stays a
+    KeyboardInterrupt (the CLI prints "interrupted"), a guest fault stays itself, anything else
+    is an internal error at ``rip``."""
+    if isinstance(exc, SimulationError | KeyboardInterrupt):
+        return exc
+    return SimulationError("internal", f"{type(exc).__name__}: {exc}", rip=rip)
 _NATIVE_OPTIONS = ("code_size", "timeout", "in_process")
 
 
@@ -353,8 +362,7 @@ class Machine:
         try:
             self._python(address, handle)
         except BaseException as exc:
-            self._error = exc if isinstance(exc, SimulationError) else \
-                SimulationError("internal", f"{type(exc).__name__}: {exc}", rip=address)
+            self._error = _hook_error(exc, address)
             emu_stop(handle)
 
     def _on_invalid(self, handle: int) -> bool:
@@ -369,8 +377,7 @@ class Machine:
             self._python(rip, handle)
             return True
         except BaseException as exc:
-            self._error = exc if isinstance(exc, SimulationError) else \
-                SimulationError("internal", f"{type(exc).__name__}: {exc}")
+            self._error = _hook_error(exc)
             emu_stop(handle)
             return True
 
@@ -389,7 +396,7 @@ class Machine:
                 self._error = self._fault(self._limit_fault(True), address, self._unicorn_registers())
                 emu_stop(handle)
         except BaseException as exc:
-            self._error = SimulationError("internal", f"{type(exc).__name__}: {exc}", rip=address)
+            self._error = _hook_error(exc, address)
             emu_stop(handle)
 
     def _on_slack(self, access: int, address: int, size: int) -> None:
@@ -402,7 +409,7 @@ class Machine:
                                    address)
                 self._error = self._fault(fault, rip, self._unicorn_registers())
             except BaseException as exc:
-                self._error = SimulationError("internal", f"{type(exc).__name__}: {exc}")
+                self._error = _hook_error(exc)
             self.uc.emu_stop()
 
     def _on_bad_access(self, access: int, address: int, size: int) -> bool:

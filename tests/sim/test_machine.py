@@ -241,3 +241,21 @@ def test_memory_stats_on_code_translated_before(machine: Machine):
     assert machine.call("scalar_sum", x, 100, memory_stats=True) == x.sum()
     s = machine.stats
     assert s.scalar_bytes_read == 100 * 16 + 8 and s.scalar_bytes_written == 100 * 8
+
+
+def test_ctrl_c_inside_the_simulator_is_an_interrupt(machine: Machine, monkeypatch, capsys, tmp_path):
+    """A KeyboardInterrupt raised while a hook runs stops the guest and reaches the caller as
+    itself (the CLI then prints "interrupted" and exits 130), not as an internal error."""
+    from tsar.cli import main
+
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Machine, "_python", interrupted)
+    source = "f:\n    vpxor xmm0, xmm0, xmm0\n    ret\n"
+    machine.load_asm(source)
+    with pytest.raises(KeyboardInterrupt):
+        machine.call("f")
+    path = tmp_path / "f.s"
+    path.write_text(source)
+    assert main(["run", str(path)]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
