@@ -52,7 +52,8 @@ class AssemblyError(Exception):
         self.file, self.line, self.text, self.message = file, line, text.strip(), message
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: error: {self.message} [in: {self.text}]"
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: error: {self.message}" + (f" [in: {self.text}]" if self.text else "")
 
 
 @dataclass(frozen=True)
@@ -167,9 +168,15 @@ def assemble(source: str, *, base: int = 0, filename: str = "<input>") -> Progra
 def assemble_file(path: str | Path, *, base: int = 0) -> Program:
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AssemblyError(str(path), 0, "", f"cannot read source: {exc}") from None
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise AssemblyError(str(path), 0, "", f"cannot read source: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise AssemblyError(str(path), line, "",
+                            f"not UTF-8 text (byte {exc.object[exc.start]:#04x})") from None
+    if not any(strip_comment(line).strip() for line in text.removeprefix("\ufeff").splitlines()):
+        raise AssemblyError(str(path), 0, "", "no instructions or labels in the file")
     return assemble(text, base=base, filename=str(path))
 
 
@@ -179,8 +186,14 @@ def _parse(source: str, filename: str) -> list[_Statement]:
     statements = []
     seen: dict[str, int] = {}
     tsar_names = mnemonics()
+    source = source.removeprefix("\ufeff")  # a byte-order mark is not text
     for number, raw in enumerate(source.splitlines(), start=1):
         body = strip_comment(raw).strip()
+        odd = next((ch for ch in body if not ch.isascii()), None)
+        if odd is not None:
+            raise AssemblyError(filename, number, raw.encode("ascii", "replace").decode(),
+                                f"non-ASCII character {odd!r} (U+{ord(odd):04X}); assembly is ASCII "
+                                "(e.g. 'x' or '*' for a product)")
         labels = []
         while match := _LABEL_RE.match(body):
             name = match.group(1)

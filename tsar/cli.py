@@ -23,8 +23,17 @@ def command_modules() -> list[str]:
     return sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (``tsar CMD: error: ...``, exit 2); ``--help``
+    shows the usage."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tsar",
         description="T-SAR co-design environment: assemble, simulate, synthesize and compare "
                     "ternary-LLM ISA extensions.",

@@ -12,10 +12,16 @@ from tsar.kernels.tsar_plan import kernel_names
 from tsar.shapes import parse_shape
 from tsar.sim import Machine
 
+MAX_WEIGHTS = 1 << 28
+"""Largest layer ``tsar run gemv|gemm`` builds (weights, and tokens x inputs)."""
+
 
 def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int = 0,
                   engine: str = "python", as_json: bool = False) -> int:
     n, m, k = parse_shape(shape)
+    if m * k > MAX_WEIGHTS or n * k > MAX_WEIGHTS:
+        raise UserError(f"--shape {shape}: {m:,} x {k:,} weights and {n:,} x {k:,} activations; "
+                        f"at most {MAX_WEIGHTS:,} of each (the simulated layer lives in memory)")
     if mode == "gemv" and n != 1:
         raise UserError(f"gemv takes one token (N = 1), got N = {n}; use 'tsar run gemm'")
     if kernel == "auto":

@@ -142,6 +142,9 @@ def get_model(name: str) -> ModelConfig:
         return MODELS[key]
     if f"bitnet-{key}" in MODELS:
         return MODELS[f"bitnet-{key}"]
+    endings = [m for m in MODELS if m.endswith(f"-{key}")]  # "2b-4t": bitnet-b1.58-2b-4t
+    if len(endings) == 1:
+        return MODELS[endings[0]]
     raise KeyError(f"unknown model {name!r} (known: {', '.join(MODELS)})")
 
 

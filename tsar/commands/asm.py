@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tsar.argtypes import address
 from tsar.isa.assembler import assemble_file
 
 NAME = "asm"
@@ -16,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", help="write the raw code bytes to this file")
     parser.add_argument("--listing", action="store_true",
                         help="print a listing: line, address, bytes (T marks T-SAR), source")
-    parser.add_argument("--base", type=lambda t: int(t, 0), default=0,
+    parser.add_argument("--base", type=address, default=0,
                         help="load address of the first byte (default 0)")
 
 

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from tsar.argtypes import positive_int
 from tsar.errors import UserError
 
 NAME = "bench-sim"
@@ -15,14 +16,16 @@ HELP = "measure the simulator's speed (simulated instructions/s) on T-SAR and AV
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--k", type=int, default=2560, help="GEMV depth of the T-SAR kernel (default 2560)")
-    parser.add_argument("--n", type=int, default=1 << 16,
+    parser.add_argument("--k", type=positive_int, default=2560,
+                        help="GEMV depth of the T-SAR kernel (default 2560)")
+    parser.add_argument("--n", type=positive_int, default=1 << 16,
                         help="length of the AVX2 int8 dot product (default 65536)")
-    parser.add_argument("--m", type=int, default=2560,
+    parser.add_argument("--m", type=positive_int, default=2560,
                         help="output features M of the BitLinear kernel (default 2560; K is --k)")
     parser.add_argument("--kernel", default="tsar-c2s4-op",
                         help="generated T-SAR BitLinear kernel, 1 token (default tsar-c2s4-op)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed calls per kernel (best is kept)")
+    parser.add_argument("--repeat", type=positive_int, default=3,
+                        help="timed calls per kernel (best is kept)")
     parser.add_argument("--engine", choices=["python", "native", "both"], default="both",
                         help="which engines to measure (default both)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON (docs/json.md)")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from tsar import console
+from tsar.argtypes import positive_int
 from tsar.errors import UserError
 from tsar.sim.platforms import SHIPPED
 
@@ -14,14 +16,15 @@ PLATFORMS = ("host", *SHIPPED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shape", default="1x2560x2560", help="N x M x K (default 1x2560x2560)")
+    parser.add_argument("--shape", help="N x M x K (default 1x2560x2560)")
     parser.add_argument("--platform", default="host",
                         help=f"{', '.join(PLATFORMS)}, or a platform .toml file (default host)")
-    parser.add_argument("--threads", type=int,
+    parser.add_argument("--threads", type=positive_int,
                         help="threads (default: 1 for a layer, the platform's count for --model)")
-    parser.add_argument("--model", help="instead of one layer: a whole model (e.g. 2b-4t, llama3-8b, "
-                                        "falcon3-10b, bitnet-700m): decode tokens/s and prefill latency")
-    parser.add_argument("--repeats", type=int, default=20, help="native timing repeats (median)")
+    parser.add_argument("--model", help="instead of one layer: a whole model (e.g. "
+                                        "bitnet-b1.58-2b-4t or 2b-4t, llama3-8b, falcon3-10b, "
+                                        "bitnet-700m): decode tokens/s and prefill latency")
+    parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
 
 
@@ -31,8 +34,17 @@ def run(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         console.progress(f"  .. {msg}")
 
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads must be >= 1, got {args.threads}")
+    if args.model and args.shape:
+        raise UserError("--model and --shape exclude each other (a model has its own shapes)")
+    if args.threads is not None:
+        from tsar.compare import platform_named
+
+        available = os.cpu_count() or 1
+        if args.platform != "host":
+            plat = platform_named(args.platform)
+            available = plat.core.cores * plat.core.threads_per_core
+        if args.threads > available:
+            raise UserError(f"--threads {args.threads}: {args.platform} has {available} hardware threads")
     if args.model:
         from tsar.model_eval import evaluate, format_estimates
 
@@ -49,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from tsar.compare import compare
 
-    n, m, k = parse_shape(args.shape)
+    n, m, k = parse_shape(args.shape or "1x2560x2560")
     result = compare(n, m, k, args.platform, threads=args.threads or 1, repeats=args.repeats,
                      progress=progress)
     if args.json:

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from tsar import console
+from tsar.argtypes import positive_int, seed
 from tsar.sim.platforms import SHIPPED
 
 NAME = "demo"
@@ -25,8 +26,8 @@ PLATFORMS = ("host", *SHIPPED)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", default="1x2560x2560",
                         help="N x M x K of the layer (default: BitNet-2B attention projection)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random layer")
-    parser.add_argument("--repeats", type=int, default=30, help="native timing repeats (median)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the random layer")
+    parser.add_argument("--repeats", type=positive_int, default=30, help="native timing repeats (median)")
 
 
 class _Progress:

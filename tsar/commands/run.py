@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tsar.argtypes import non_negative_int, positive_float, positive_int, seed
 from tsar.errors import UserError
 
 NAME = "run"
@@ -40,6 +41,9 @@ MAX_INSTRUCTIONS = 10**9
 TIMEOUT = 600.0
 """Default wall-time limit of one call (seconds)."""
 
+MAX_ARRAY_BYTES = 8 << 30
+"""Largest array argument (bytes); larger requests are refused before allocating."""
+
 _DTYPES = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16, "i32": np.int32,
            "u32": np.uint32, "i64": np.int64, "u64": np.uint64, "f32": np.float32, "f64": np.float64}
 
@@ -61,10 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=["python", "native"], default="python",
                         help="python: the instrumented simulator (default); native: the host CPU "
                              "runs the code, T-SAR instructions through rewritten stubs")
-    parser.add_argument("--tokens", type=int, default=1, help="model mode: tokens N (default 1)")
+    parser.add_argument("--tokens", type=positive_int, default=1, help="model mode: tokens N (default 1)")
     parser.add_argument("--weights", metavar="FILE.npz",
                         help="model mode: ternary weights '{layer}.{matrix}' (default: random)")
-    parser.add_argument("--layers", type=int, metavar="L",
+    parser.add_argument("--layers", type=positive_int, metavar="L",
                         help="model mode: run only the first L transformer layers")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="model mode: print the per-matrix table as CSV")
@@ -78,16 +82,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--returns", default="i64",
                         choices=["i64", "u64", "i32", "u32", "f32", "f64", "none"],
                         help="how to read the return value (rax or xmm0); default i64")
-    parser.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
-    parser.add_argument("--max-instructions", type=int, default=MAX_INSTRUCTIONS, metavar="N",
+    parser.add_argument("--seed", type=seed, default=0, help="seed of random inputs (default 0)")
+    parser.add_argument("--max-instructions", type=positive_int, default=MAX_INSTRUCTIONS, metavar="N",
                         help=f"stop the call after about N guest instructions (default {MAX_INSTRUCTIONS:,})")
-    parser.add_argument("--timeout", type=float, default=TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_float, default=TIMEOUT, metavar="SECONDS",
                         help=f"stop the call after this wall time (default {TIMEOUT:g} s)")
     parser.add_argument("--memory-stats", action="store_true",
                         help="count Unicorn's scalar memory traffic too (slower)")
     parser.add_argument("--trace", metavar="FILE.npz",
                         help="save the memory-address trace (address, size, write arrays)")
-    parser.add_argument("--hot", type=int, default=0, metavar="N",
+    parser.add_argument("--hot", type=non_negative_int, default=0, metavar="N",
                         help="also print the N most executed instructions")
 
 
@@ -114,6 +118,11 @@ def parse_arg(spec: str, rng: np.random.Generator) -> object:
         shape = tuple(int(n) for n in parts[1].split("x"))
     except ValueError:
         raise UserError(f"bad shape in {spec!r}") from None
+    if any(n < 0 for n in shape):
+        raise UserError(f"negative size in {spec!r}")
+    if int(np.prod(shape)) * dt.itemsize > MAX_ARRAY_BYTES:
+        raise UserError(f"{spec!r} needs {int(np.prod(shape)) * dt.itemsize / 2**30:.1f} GiB "
+                        f"(at most {MAX_ARRAY_BYTES >> 30} GiB per array)")
     init = parts[2] if len(parts) == 3 else "random"
     if init == "random":
         if dt.kind == "f":
@@ -130,7 +139,15 @@ def parse_arg(spec: str, rng: np.random.Generator) -> object:
     if init == "range":
         return np.arange(int(np.prod(shape))).astype(dt).reshape(shape)
     if init.startswith("fill="):
-        return np.full(shape, float(init[5:]) if dt.kind == "f" else int(init[5:], 0), dt)
+        try:
+            value = float(init[5:]) if dt.kind == "f" else int(init[5:], 0)
+        except ValueError:
+            raise UserError(f"bad fill value in {spec!r}") from None
+        if dt.kind != "f" and not np.iinfo(dt).min <= value <= np.iinfo(dt).max:
+            info = np.iinfo(dt)
+            raise UserError(f"fill value {value} is outside {kind}'s range [{info.min}, {info.max}] "
+                            f"in {spec!r}")
+        return np.full(shape, value, dt)
     raise UserError(f"unknown initializer {init!r} in {spec!r}")
 
 
@@ -146,6 +163,11 @@ def run(args: argparse.Namespace) -> int:
     if args.file in ("gemv", "gemm"):
         from tsar.kernel_cli import run_bitlinear
 
+        stray = [opt for opt, given in (("--fn", args.fn), ("--arg/--out", getattr(args, "call_args", None)),
+                                        ("--returns", args.returns != "i64")) if given]
+        if stray:
+            raise UserError(f"{', '.join(stray)} apply to .s/.so files, not to '{args.file}' (its "
+                            "arguments come from --shape and --kernel)")
         return run_bitlinear(args.file, args.kernel, args.shape, seed=args.seed, hot=args.hot,
                              engine=args.engine, as_json=args.json)
     from tsar.sim import Machine, SimulationError

@@ -6,6 +6,8 @@ import argparse
 import sys
 
 from tsar import console
+from tsar.argtypes import positive_float, positive_int
+from tsar.errors import UserError
 from tsar.kernels.registry import SIMULATED
 
 NAME = "validate-model"
@@ -29,13 +31,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "2560x6912)")
     parser.add_argument("--tiny", action="store_true", help="one small shape (64x384), seconds")
     parser.add_argument("--no-dram", action="store_true", help="skip the DRAM-resident variant")
-    parser.add_argument("--calls", type=int, default=60, help="native calls per batch (default 60)")
-    parser.add_argument("--batches", type=int, default=5,
+    parser.add_argument("--calls", type=positive_int, default=60, help="native calls per batch (default 60)")
+    parser.add_argument("--batches", type=positive_int, default=5,
                         help="batches per case; the smallest batch median is kept (default 5)")
     parser.add_argument("--loops", action="store_true", help="print the per-loop report of every case")
-    parser.add_argument("--target", type=float, default=None,
+    parser.add_argument("--target", type=positive_float, default=None,
                         help="exit with status 1 if the MAPE (percent) exceeds this")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
+
+
+def _check_shapes(kernels: tuple[str, ...], shapes: tuple[tuple[int, int], ...]) -> None:
+    """Every kernel must take every shape (each format has its own block sizes): checked by
+    packing a zero layer, before any measurement."""
+    import numpy as np
+
+    from tsar.kernels.baselines import prepare
+
+    for m, k in shapes:
+        for kernel in kernels:
+            try:
+                prepare(kernel, np.zeros((m, k), np.int8))
+            except ValueError as exc:
+                raise UserError(f"--shape {m}x{k}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     shapes = TINY_SHAPES if args.tiny else tuple(args.shape or FULL_SHAPES)
     kernels = tuple(args.kernel or KERNELS)
+    _check_shapes(kernels, shapes)
     result = validate(kernels, shapes, dram=not args.no_dram, calls=args.calls, batches=args.batches,
                       progress=lambda msg: console.progress(f"  {msg}"))
     if args.json:

@@ -1,0 +1,156 @@
+"""Bad input across every command: a one-line error on stderr naming what is wrong (and where,
+file:line for assembly), a non-zero exit, no traceback, no hang, no output that looks valid."""
+
+from __future__ import annotations
+
+import pytest
+
+from tsar.cli import main
+from tsar.paths import kernel_source
+
+GEMV = str(kernel_source("gemv16_c2s4.s"))
+SOURCES = {
+    "att.s": "f:\n  movq %rdi, %rax\n  ret\n",
+    "bracket.s": "f:\n  mov rax, [rdi\n  ret\n",
+    "times.s": "f:\n  mov eax, 2\u00d73\n  ret\n",
+    "garbage.s": "garbage here\n",
+    "empty.s": "   ; only a comment\n",
+    "read.s": "f:\n  movzx eax, byte ptr [rdi + 2559]\n  ret\n",
+    "loop.s": "f:\n  jmp f\n",
+    "vloop.s": "f:\n  vpxor xmm0, xmm0, xmm0\n  jmp f\n",
+    "badtsar.s": "f:\n  tlut2x4 ymm1, qword ptr [rsi]\n  ret\n",
+    "badlabel.s": "f:\n  jmp nowhere\n",
+}
+
+# (argv with {d} for the test's directory, a fragment the one-line message must contain)
+CASES = [
+    # assembler
+    (["asm", "{d}/att.s"], "att.s:2: error: AT&T syntax"),
+    (["asm", "{d}/bracket.s"], "bracket.s:2: error: unbalanced"),
+    (["asm", "{d}/times.s"], "times.s:2: error: non-ASCII character"),
+    (["asm", "{d}/nofile.s"], "No such file"),
+    (["asm", "{d}/empty.s"], "no instructions"),
+    (["asm", "{d}"], "Is a directory"),
+    (["asm", GEMV, "--base", "zz"], "--base: expected an integer"),
+    (["asm", "{d}/badtsar.s"], "badtsar.s:2: error"),
+    (["asm", "{d}/badlabel.s"], "badlabel.s:2"),
+    (["asm", "{d}/bin.s"], "not UTF-8"),
+    # disassembler
+    (["disasm", "--hex", "c4 e8 7"], "even number of hex digits"),
+    (["disasm", "--hex", "zz"], "hex"),
+    (["disasm", "{d}/nofile.bin"], "No such file"),
+    # run: files and arguments
+    (["run", "{d}/garbage.s"], "garbage.s:1: error: unknown mnemonic"),
+    (["run", "{d}/att.s"], "AT&T syntax"),
+    (["run", "{d}/nofile.s"], "no such file"),
+    (["run", GEMV, "--fn", "gemv16_c2s4", "--arg", "i8:0", "--arg", "u8:10240", "--out", "i32:16",
+      "--arg", "2560"], "past its end"),
+    (["run", "{d}/read.s", "--arg", "99999999999999999999999"], "unmapped"),
+    (["run", "{d}/read.s", "--arg", "i8:2560:fill=1000"], "outside i8's range"),
+    (["run", "{d}/read.s", "--arg", "i8:4:fill=x"], "bad fill value"),
+    (["run", "{d}/read.s", "--seed", "-1"], "--seed: expected an integer >= 0"),
+    (["run", "{d}/read.s", "--arg", "i8:-5"], "negative size"),
+    (["run", "{d}/read.s", "--arg", "i8:2x"], "bad shape"),
+    (["run", "{d}/read.s", "--arg", "q8:4"], "bad argument"),
+    (["run", "{d}/read.s", "--arg", "i8:4:wat"], "unknown initializer"),
+    (["run", "{d}/read.s", "--arg", "u8:100000x100000x100"], "GiB"),
+    (["run", "{d}/read.s", "--fn", "nope"], "nope"),
+    (["run", "{d}/read.s", "--returns", "i128"], "--returns"),
+    (["run", "{d}/read.s", "--max-instructions", "0"], "--max-instructions: expected an integer >= 1"),
+    (["run", "{d}/read.s", "--timeout", "0"], "--timeout: expected a finite number > 0"),
+    (["run", "{d}/read.s", "--timeout", "nan"], "--timeout"),
+    (["run", "{d}/loop.s", "--max-instructions", "1000"], "instruction limit of 1,000"),
+    (["run", "{d}/vloop.s", "--max-instructions", "1000"], "instruction limit"),
+    (["run", "{d}/loop.s", "--timeout", "0.2"], "wall-time limit"),
+    (["run", "{d}/read.s", "--engine", "native", "--trace", "t.npz"], "need --engine python"),
+    (["run", "{d}/read.s", "--engine", "qemu"], "--engine"),
+    (["run", "{d}/read.s", "--hot", "-1"], "--hot"),
+    # run: BitLinear kernels and models
+    (["run", "gemv", "--shape", "1x100000000x100000000"], "at most"),
+    (["run", "gemv", "--fn", "x"], "apply to .s/.so files"),
+    (["run", "gemv", "--arg", "3"], "apply to .s/.so files"),
+    (["run", "gemv", "--shape", "2x64x256"], "gemv takes one token"),
+    (["run", "gemv", "--shape", "1x64"], "expected N x M x K"),
+    (["run", "gemv", "--shape", "1x65x256", "--kernel", "tsar-c2s4-op"], "multiple of 16"),
+    (["run", "gemm", "--shape", "0x64x256", "--kernel", "tsar-c2s4-op"], "positive"),
+    (["run", "gemv", "--kernel", "nope"], "unknown kernel 'nope'"),
+    (["run", "model"], "needs a model name"),
+    (["run", "model", "gpt9"], "unknown model 'gpt9'"),
+    (["run", "model", "bitnet-b1.58-2b-4t", "--tokens", "0"], "--tokens: expected an integer >= 1"),
+    (["run", "model", "bitnet-b1.58-2b-4t", "--layers", "0"], "--layers: expected an integer >= 1"),
+    (["run", "model", "bitnet-b1.58-2b-4t", "--weights", "{d}/nofile.npz"], "no weights file"),
+    (["run", "{d}/read.s", "extra"], "unexpected argument 'extra'"),
+    # compare
+    (["compare", "--threads", "1000"], "hardware threads"),
+    (["compare", "--threads", "0"], "--threads: expected an integer >= 1"),
+    (["compare", "--repeats", "0"], "--repeats: expected an integer >= 1"),
+    (["compare", "--model", "llama3-8b", "--shape", "1x64x256"], "exclude each other"),
+    (["compare", "--platform", "mars"], "unknown platform 'mars'"),
+    (["compare", "--shape", "0x1x1"], "sizes must be positive"),
+    (["compare", "--model", "gpt9"], "unknown model 'gpt9'"),
+    (["compare", "--platform", "laptop", "--threads", "99"], "laptop has"),
+    # validate-model
+    (["validate-model", "--calls", "0"], "--calls: expected an integer >= 1"),
+    (["validate-model", "--batches", "0"], "--batches: expected an integer >= 1"),
+    (["validate-model", "--shape", "60x384"], "--shape 60x384"),
+    (["validate-model", "--shape", "abc"], "shape must be MxK"),
+    (["validate-model", "--kernel", "dense"], "--kernel"),
+    (["validate-model", "--target", "-1"], "--target"),
+    # bench-sim, bench-native
+    (["bench-sim", "--repeat", "0"], "--repeat: expected an integer >= 1"),
+    (["bench-sim", "--k", "7"], "multiple of 8"),
+    (["bench-sim", "--n", "0"], "--n: expected an integer >= 1"),
+    (["bench-sim", "--m", "0"], "--m: expected an integer >= 1"),
+    (["bench-sim", "--kernel", "nope"], "unknown T-SAR kernel"),
+    (["bench-native", "--where", "both"], "--where"),
+    (["bench-native", "--threads", "0"], "--threads"),
+    (["bench-native", "--repeats", "0"], "--repeats"),
+    (["bench-native", "--shapes", "1x2x"], "--shapes"),
+    (["bench-native", "--kernels", "zz"], "unknown zz"),
+    # rtl
+    (["rtl", "sim", "--cases", "-1"], "--cases: expected an integer >= 1"),
+    (["rtl", "sim", "--config", "c9s9"], "unknown T-SAR configuration 'c9s9'"),
+    (["rtl", "verilog", "-o", "{d}/read.s"], "is not a directory"),
+    (["rtl", "area", "--config", "zz"], "unknown T-SAR configuration"),
+    (["rtl", "bogus"], "invalid choice"),
+    # report, demo, isa, time, sim
+    (["report", "-o", "{d}/nodir/x.html"], "does not exist"),
+    (["report", "-o", "{d}"], "is a directory"),
+    (["report", "--repeats", "0"], "--repeats: expected an integer >= 1"),
+    (["demo", "--repeats", "0"], "--repeats: expected an integer >= 1"),
+    (["demo", "--seed", "-3"], "--seed"),
+    (["isa", "--markdown", "{d}/nodir/x.md"], "No such file"),
+    (["time", "{d}/garbage.s"], "garbage.s:1: error"),
+    (["time", GEMV, "--threads", "0"], "--threads must be at least 1"),
+    (["time", GEMV, "--platform", "mars"], "unknown platform"),
+    (["sim", "coverage", "--bogus"], "unrecognized arguments"),
+    (["nope"], "invalid choice"),
+]
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    for name, text in SOURCES.items():
+        (d / name).write_text(text)
+    (d / "bin.s").write_bytes(b"f:\n  ret \xff\n")
+    return d
+
+
+def test_battery_is_large_enough():
+    assert len(CASES) >= 60
+
+
+@pytest.mark.parametrize("argv, fragment", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_bad_input(argv, fragment, sources, capsys):
+    argv = [a.replace("{d}", str(sources)) for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse usage errors
+        code = exc.code
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip() and not line.startswith("  ..")]
+    assert code not in (0, None), f"exit {code}: {captured.out[-300:]}"
+    assert len(lines) == 1, lines
+    assert fragment in lines[0], lines[0]
+    assert "Traceback" not in captured.err
