@@ -42,6 +42,7 @@ class Result:
     seconds: float      # median
     weight_bytes: int
     bandwidth: float    # measured streaming-read roofline, bytes/s
+    spread: float = 0.0  # (75th - 25th percentile) / median of the timed calls
 
     @property
     def gops(self) -> float:
@@ -99,8 +100,9 @@ def run_case(case: Case, bandwidth: float, repeats: int, isa: str = "auto",
     x = rng.standard_normal((case.n, case.k), dtype=np.float32)
     warm = max(len(copies), 3)
     seconds = time_matmul(copies, x, case.threads, isa, repeats + warm)[warm:]
-    return Result(case, kernel_isa(case.kernel, isa) or "?", float(np.median(seconds)), base.nbytes,
-                  bandwidth)
+    q25, median, q75 = np.percentile(seconds, (25, 50, 75))
+    return Result(case, kernel_isa(case.kernel, isa) or "?", float(median), base.nbytes,
+                  bandwidth, float((q75 - q25) / median))
 
 
 def measure_bandwidths(threads: Iterable[int]) -> dict[int, float]:

@@ -41,7 +41,7 @@ class Row:
     bytes_per_token: float | None
     bits_per_weight: float
     bound: str = ""
-    spread: float | None = None  # measured: (max - min) / median of the timed calls
+    spread: float | None = None  # measured: interquartile range / median of the timed calls
 
     def gops(self, n: int, m: int, k: int) -> float:
         return 2.0 * n * m * k / self.seconds / 1e9
@@ -80,7 +80,7 @@ class Comparison(Tabular):
         return [{"kernel": r.kernel, "family": r.family, "method": r.method, "seconds": r.seconds,
                  "gops": r.gops(self.N, self.M, self.K), "speedup": base.seconds / r.seconds,
                  "bytes_per_token": r.bytes_per_token, "bits_per_weight": r.bits_per_weight,
-                 "bound": r.bound, "N": self.N, "M": self.M, "K": self.K,
+                 "bound": r.bound, "spread": r.spread, "N": self.N, "M": self.M, "K": self.K,
                  "platform": self.platform, "threads": self.threads}
                 for r in sorted(self.rows, key=lambda r: r.seconds)]
 
@@ -151,7 +151,8 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
             res = bench.run_case(bench.Case(kernel, N, M, K, threads, "cache"), bandwidth, repeats)
             c = sim_counts.get(kernel)
             rows.append(Row(kernel, "native", "measured on this host", res.seconds,
-                            c.bytes_moved if c else None, 8.0 * res.weight_bytes / (M * K)))
+                            c.bytes_moved if c else None, 8.0 * res.weight_bytes / (M * K),
+                            spread=res.spread))
     else:
         for kernel, c in sim_counts.items():
             seconds, bound = modelled(c, plat, N, threads)

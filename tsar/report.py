@@ -76,7 +76,7 @@ def roofline_plot(comp: Comparison, bandwidth_gbs: float, roofs: dict[str, float
         intensity = 2.0 / (r.bits_per_weight / 8)  # 2 ops per weight / bytes per weight
         gops = r.gops(comp.N, comp.M, comp.K)
         err = None
-        if r.spread:
+        if r.spread:  # the interquartile range, as a band around the median
             low, high = r.seconds * (1 - r.spread / 2), r.seconds * (1 + r.spread / 2)
             err = [[gops - 2.0 * comp.N * comp.M * comp.K / high / 1e9],
                    [2.0 * comp.N * comp.M * comp.K / low / 1e9 - gops]]

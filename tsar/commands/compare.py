@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         emit("compare", N=result.N, M=result.M, K=result.K, platform=result.platform,
              threads=result.threads, baseline=result.baseline.kernel,
              rows=[{**{f: getattr(r, f) for f in ("kernel", "family", "method", "seconds",
-                                                   "bytes_per_token", "bits_per_weight", "bound")},
+                                                   "bytes_per_token", "bits_per_weight", "bound",
+                                                   "spread")},
                     "gops": r.gops(result.N, result.M, result.K), "speedup": base / r.seconds}
                    for r in result.rows])
         return 0
