@@ -112,13 +112,19 @@ def measure_bandwidths(threads: Iterable[int]) -> dict[int, float]:
 def run(cases: list[Case], repeats: int = 50, isa: str = "auto",
         progress: Callable[[str], None] | None = None) -> tuple[dict[int, float], list[Result]]:
     """Measure the bandwidth roofline, then every case; returns (bandwidth by threads, results)."""
+    import time
+
     say = progress or (lambda _msg: None)
     say("measuring streaming-read bandwidth")
     bw = measure_bandwidths(c.threads for c in cases)
     llc = last_level_cache_bytes()
     results = []
+    start = time.perf_counter()
     for i, case in enumerate(cases, 1):
-        say(f"[{i}/{len(cases)}] {case.kernel} {case.n}x{case.m}x{case.k} t={case.threads} {case.where}")
+        left = "" if i == 1 else \
+            f"  (~{(time.perf_counter() - start) / (i - 1) * (len(cases) - i + 1):.0f} s left)"
+        say(f"[{i}/{len(cases)}] host: {case.kernel} {case.n}x{case.m}x{case.k} t={case.threads} "
+            f"{case.where}{left}")
         results.append(run_case(case, bw[case.threads], repeats, isa, llc=llc))
     return bw, results
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tsar.errors import UserError
+from tsar.frames import Tabular
 from tsar.isa.assembler import Program, assemble
 from tsar.kernels import reference
 from tsar.kernels.formats.tsar import pack_weights
@@ -41,7 +42,7 @@ def plan_for(kernel: str, M: int, K: int) -> KernelPlan:
 
 
 @dataclass
-class KernelRun:
+class KernelRun(Tabular):
     """One simulated call: outputs, the reference, and the simulator's statistics."""
 
     plan: KernelPlan
@@ -60,6 +61,15 @@ class KernelRun:
     @property
     def mismatches(self) -> int:
         return int(np.count_nonzero(self.y.view(np.uint32) != self.reference.view(np.uint32)))
+
+    def records(self) -> list[dict]:
+        """One row: the kernel, the shape, exactness and the run's counts (either engine)."""
+        from tsar.jsonout import stats_fields
+
+        counts = {k: v for k, v in stats_fields(self.stats).items()
+                  if not isinstance(v, dict | list)}
+        return [{"kernel": self.plan.name, "N": self.tokens, "M": self.plan.M, "K": self.plan.K,
+                 "exact": self.exact, "mismatches": self.mismatches, **counts}]
 
 
 _PROGRAMS: dict[KernelPlan, Program] = {}

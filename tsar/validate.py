@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tsar.console import Steps
 from tsar.frames import Tabular
 from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED
 from tsar.sim.timing.predict import Prediction, cache_traffic, predict
@@ -234,13 +235,13 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     llc = max(c.size for c in platform.caches)
     overhead = call_overhead(lib)
     cases: list[Case] = []
+    step = Steps(len(shapes) * len(kernels) * (2 + dram), progress or (lambda _m: None))
     for M, K in shapes:
         for name in kernels:
             kern = _make(lib, name, M, K)
             fn = getattr(lib, f"tsar_sim_{name}_gemv")
             fn.restype = ctypes.c_int
-            if progress:
-                progress(f"simulating {name} {M} x {K}")
+            step(f"{platform.name}: simulating {name} {M} x {K}")
             stats, trace, code, base, w_at = _simulate(path, kern)
             wbytes = int(kern.weights.nbytes)
             variants: list[tuple[str, list[np.ndarray], list[tuple[int, int]]]] = [
@@ -251,8 +252,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
             for variant, copies, cold in variants:
                 streams = cache_traffic(trace, platform, cold=cold)
                 pred = predict(stats, code, base, platform, streams=streams)
-                if progress:
-                    progress(f"measuring {name} {M} x {K} {variant}")
+                step(f"{platform.name}: measuring {name} {M} x {K} ({variant})")
                 measured = _measure(fn, kern.native_args, copies, calls, batches) - overhead
                 cases.append(Case(name, M, K, variant, wbytes, pred.seconds, measured, pred))
     return Validation(tuple(cases), platform.name, platform.core.frequency_ghz,

@@ -84,3 +84,19 @@ def test_csv_tables(capsys):
                  "tsar-c2s4-op", "--engine", "native", "--csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [r["matrix"] for r in rows] == ["qkv", "o", "gate", "up", "down"]
+
+
+def test_bench_native_json_and_csv(capsys):
+    argv = ["-q", "bench-native", "--kernels", "tl2,int2", "--shapes", "1x256x1024", "--threads", "1",
+            "--where", "cache", "--repeats", "3"]
+    doc = _doc(capsys, [*argv, "--json"], "bench-native")
+    assert {r["kernel"] for r in doc["results"]} == {"tl2", "int2"}
+    assert all(r["gops"] > 0 and r["spread"] >= 0 for r in doc["results"])
+    assert main([*argv, "--csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("kernel,isa,N,M,K")
+
+
+def test_compare_csv_on_a_modelled_platform(capsys):
+    assert main(["-q", "compare", "--shape", "1x256x1024", "--platform", "laptop", "--csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("kernel,family,method,seconds,gops,speedup") and len(lines) > 8

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from tsar import console
 from tsar.errors import UserError
 from tsar.kernels.registry import KERNELS
 from tsar.shapes import parse_shape
@@ -22,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50)")
     parser.add_argument("--isa", default="auto", choices=["auto", "avx2", "avx512"])
     parser.add_argument("--quick", action="store_true", help="one layer, fewer repeats")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="print the results as CSV")
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -56,8 +59,24 @@ def run(args: argparse.Namespace) -> int:
         cases = [c for c in bench.default_cases(kernels, threads, args.quick) if c.where in where]
     repeats = min(args.repeats, 10) if args.quick else args.repeats
     try:
-        bw, results = bench.run(cases, repeats, args.isa, bench.stderr_progress)
+        bw, results = bench.run(cases, repeats, args.isa, console.progress)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    records = [{"kernel": r.case.kernel, "isa": r.isa, "N": r.case.n, "M": r.case.m, "K": r.case.k,
+                "threads": r.case.threads, "weights": r.case.where, "seconds": r.seconds,
+                "spread": r.spread, "gops": r.gops, "gweights_per_s": r.gweights,
+                "weight_gbs": r.weight_gbs, "bandwidth_pct": r.roofline_pct,
+                "bits_per_weight": 8 * r.weight_bytes / (r.case.m * r.case.k)} for r in results]
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(records)
+        return 0
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("bench-native", read_bandwidth_gbs={str(t): b / 1e9 for t, b in bw.items()},
+             repeats=repeats, results=records)
+        return 0
     print(bench.format_table(bw, results))
     return 0

@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                         "bitnet-700m): decode tokens/s and prefill latency")
     parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="print the table as CSV")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
             result = evaluate(args.model, args.platform, threads=args.threads, progress=progress)
         except KeyError as exc:
             raise UserError(str(exc.args[0])) from None
+        if args.csv:
+            from tsar.jsonout import emit_csv
+
+            emit_csv(result.records())
+            return 0
         if args.json:
             from tsar.jsonout import emit
 
@@ -64,6 +70,11 @@ def run(args: argparse.Namespace) -> int:
     n, m, k = parse_shape(args.shape or "1x2560x2560")
     result = compare(n, m, k, args.platform, threads=args.threads or 1, repeats=args.repeats,
                      progress=progress)
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(result.records())
+        return 0
     if args.json:
         from tsar.jsonout import emit
 

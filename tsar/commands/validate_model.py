@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", type=positive_float, default=None,
                         help="exit with status 1 if the MAPE (percent) exceeds this")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="print the cases as CSV")
 
 
 def _check_shapes(kernels: tuple[str, ...], shapes: tuple[tuple[int, int], ...]) -> None:
@@ -63,6 +64,11 @@ def run(args: argparse.Namespace) -> int:
     _check_shapes(kernels, shapes)
     result = validate(kernels, shapes, dram=not args.no_dram, calls=args.calls, batches=args.batches,
                       progress=lambda msg: console.progress(f"  {msg}"))
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(result.records())
+        return 1 if args.target is not None and not result.mape <= args.target else 0
     if args.json:
         from tsar.jsonout import emit
 
