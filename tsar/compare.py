@@ -15,11 +15,13 @@ For one layer shape (N tokens x M outputs x K inputs) and one platform:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tsar.console import Steps
 from tsar.counts import KernelCounts, simulated_counts
+from tsar.errors import UserError
 from tsar.frames import Tabular
 from tsar.kernel_sim import KERNEL_NAMES
 from tsar.kernels.registry import COMPARED
@@ -158,4 +160,7 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
             seconds, bound = modelled(c, plat, N, threads)
             rows.append(Row(kernel, "native", "simulated + modelled", seconds, c.bytes_moved,
                             8.0 * c.weight_bytes / (M * K), bound))
+    bad = [r.kernel for r in rows if not (math.isfinite(r.seconds) and r.seconds > 0)]
+    if bad:  # a time that is not a positive number is a bug or a degenerate input, never a cell
+        raise UserError(f"{N} x {M} x {K} on {platform}: no valid time for {', '.join(bad)}")
     return Comparison(N, M, K, platform, threads, tuple(rows))

@@ -102,7 +102,7 @@ CASES = [
     (["bench-sim", "--n", "0"], "--n: expected an integer >= 1"),
     (["bench-sim", "--m", "0"], "--m: expected an integer >= 1"),
     (["bench-sim", "--kernel", "nope"], "unknown T-SAR kernel"),
-    (["bench-native", "--where", "both"], "--where"),
+    (["bench-native", "--where", "everywhere"], "--where"),
     (["bench-native", "--threads", "0"], "--threads"),
     (["bench-native", "--repeats", "0"], "--repeats"),
     (["bench-native", "--shapes", "1x2x"], "--shapes"),

@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--where", default="cache,dram", help="cache, dram or both (default both)")
     parser.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50)")
-    parser.add_argument("--isa", default="auto", choices=["auto", "avx2", "avx512"])
+    parser.add_argument("--isa", default="auto", choices=["auto", "avx2", "avx512"],
+                        help="kernel variants: auto (the best the CPU runs, default), avx2, avx512")
     parser.add_argument("--quick", action="store_true", help="one layer, fewer repeats")
     parser.add_argument("--json", action="store_true", help="print the results as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="print the results as CSV")
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"--kernels: unknown {', '.join(unknown)}; expected some of {', '.join(KERNELS)}")
     threads = _ints(args.threads, "threads")
-    where = args.where.split(",")
+    where = ["cache", "dram"] if args.where == "both" else args.where.split(",")
     if not set(where) <= {"cache", "dram"}:
         raise UserError(f"--where: expected cache and/or dram, got {args.where!r}")
     if args.repeats < 1:
