@@ -100,3 +100,25 @@ def test_compare_csv_on_a_modelled_platform(capsys):
     assert main(["-q", "compare", "--shape", "1x256x1024", "--platform", "laptop", "--csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("kernel,family,method,seconds,gops,speedup") and len(lines) > 8
+
+
+def test_compare_json(capsys):
+    doc = _doc(capsys, ["-q", "compare", "--shape", "1x256x1024", "--platform", "laptop", "--json"],
+               "compare")
+    assert doc["baseline"] == "tl2" and {r["family"] for r in doc["rows"]} == {"T-SAR", "native"}
+    doc = _doc(capsys, ["-q", "compare", "--model", "bitnet-700m", "--platform", "mobile", "--json"],
+               "model-estimate")
+    assert doc["estimate"]["model"] == "bitnet-700m"
+
+
+@pytest.mark.native
+def test_validate_model_json(capsys):
+    doc = _doc(capsys, ["-q", "validate-model", "--tiny", "--kernel", "int2", "--no-dram", "--calls",
+                        "5", "--batches", "2", "--json"], "validate-model")
+    assert doc["cases"] and doc["mape"] >= 0 and doc["cases"][0]["kernel"] == "int2"
+
+
+@pytest.mark.slow
+def test_rtl_area_json(capsys):
+    doc = _doc(capsys, ["-q", "rtl", "area", "--no-power", "--json"], "rtl-area")
+    assert any(r["row"] == "Total" for r in doc["rows"])
