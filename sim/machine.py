@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +115,10 @@ class Machine:
         self.stats = Stats()
         self.trace: MemoryTrace | None = None
         self.legacy_sse = False
+        self.heartbeat: Callable[[int, float], None] | None = None
+        """Called with (instructions so far, seconds) every ``heartbeat_seconds`` of a long call."""
+        self.heartbeat_seconds = 2.0
+        self._started = self._wall_deadline = 0.0
         self._hooks = Hooks(self.uc)
         self._gregs = RegBatch(self.uc, (*GPR_IDS, X.UC_X86_REG_EFLAGS))
         row = self.st.ymm.ctypes.data
@@ -314,7 +318,8 @@ class Machine:
         if mem_hook is not None:
             self.uc.ctl_flush_tb()  # blocks translated earlier carry no memory instrumentation
         start = time.perf_counter()
-        self._deadline = start + timeout
+        self._started, self._wall_deadline = start, start + timeout
+        self._deadline = start + min(timeout, self.heartbeat_seconds) if self.heartbeat else start + timeout
         try:
             try:
                 with self.st.fp.session():
@@ -393,8 +398,11 @@ class Machine:
                 self._error = self._fault(self._limit_fault(False), address, self._unicorn_registers())
                 emu_stop(handle)
             elif not ub.hits & 0x3FF and time.perf_counter() > self._deadline:
-                self._error = self._fault(self._limit_fault(True), address, self._unicorn_registers())
-                emu_stop(handle)
+                try:
+                    self._tick()
+                except GuestFault as fault:
+                    self._error = self._fault(fault, address, self._unicorn_registers())
+                    emu_stop(handle)
         except BaseException as exc:
             self._error = _hook_error(exc, address)
             emu_stop(handle)
@@ -477,7 +485,9 @@ class Machine:
                 if counted > limit:
                     raise self._limit_fault(False)
                 if clock() > deadline:
-                    raise self._limit_fault(True)
+                    self._counted = counted
+                    self._tick()  # the wall-time limit, or a heartbeat
+                    deadline = self._deadline
         except GuestFault as fault:
             self._counted = counted
             if fault.kind == "limit":
@@ -486,6 +496,16 @@ class Machine:
             raise self._fault(fault, insn.address) from None
         self._counted = counted
         return addr
+
+    def _tick(self) -> None:
+        """Past :attr:`_deadline`: raise the wall-time limit, or report a heartbeat
+        (:attr:`heartbeat`, every ``heartbeat_seconds``) and move the deadline to the next one."""
+        now = time.perf_counter()
+        if now >= self._wall_deadline:
+            raise self._limit_fault(True)
+        if self.heartbeat is not None:
+            self.heartbeat(self._counted, now - self._started)
+        self._deadline = min(self._wall_deadline, now + self.heartbeat_seconds)
 
     # --- errors and statistics -------------------------------------------------------------------
     def _limit_fault(self, wall_time: bool) -> GuestFault:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tsar import console
 from tsar.argtypes import non_negative_int, positive_float, positive_int, seed
 from tsar.errors import UserError
 
@@ -194,8 +195,19 @@ def run(args: argparse.Namespace) -> int:
         if is_out:
             outputs.append((spec, value))
     options = {} if native else {"trace": bool(args.trace), "memory_stats": args.memory_stats}
+    beats = []
+    if not native:
+        def heartbeat(count: int, seconds: float) -> None:
+            beats.append(seconds)
+            console.progress(f"\r  {fn}: {count:,} instructions simulated in {seconds:.0f} s (limits: "
+                             f"{args.max_instructions:,} instructions, {args.timeout:g} s)", end="")
+        machine.heartbeat = heartbeat
     try:
-        result = machine.call(fn, *call_args, returns=args.returns, **options)
+        try:
+            result = machine.call(fn, *call_args, returns=args.returns, **options)
+        finally:
+            if beats:
+                console.progress("")
     except SimulationError as err:
         if err.kind != "limit":
             raise
