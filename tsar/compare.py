@@ -90,14 +90,15 @@ class Comparison(Tabular):
         base = self.baseline
         head = (f"{self.N} x {self.M} x {self.K} on {self.platform}, {self.threads} thread(s); "
                 f"speedup and traffic relative to {BASELINE.upper()}")
-        cols = (f"{'kernel':18} {'method':26} {'time':>11} {'Gop/s':>8} {'speedup':>8} "
+        cols = (f"{'kernel':20} {'method':26} {'time (IQR/2)':>17} {'Gop/s':>8} {'speedup':>8} "
                 f"{'bytes/token':>12} {'traffic':>8} {'bits/w':>6}  bound")
         lines = [head, cols, "-" * len(cols)]
         for r in sorted(self.rows, key=lambda r: r.seconds):
             traffic = (f"{r.bytes_per_token / base.bytes_per_token:7.2f}x"
                        if r.bytes_per_token and base.bytes_per_token else f"{'-':>8}")
             moved = f"{r.bytes_per_token:12,.0f}" if r.bytes_per_token else f"{'-':>12}"
-            lines.append(f"{r.kernel:18} {r.method:26} {_fmt_time(r.seconds):>11} "
+            spread = f" ±{50 * r.spread:.0f}%" if r.spread is not None else ""
+            lines.append(f"{r.kernel:20} {r.method:26} {_fmt_time(r.seconds) + spread:>17} "
                          f"{r.gops(self.N, self.M, self.K):8.1f} {base.seconds / r.seconds:7.2f}x "
                          f"{moved} {traffic} {r.bits_per_weight:6.2f}  {r.bound}")
         t, n = self.best_tsar, self.best_native
