@@ -51,17 +51,29 @@ def test_model_estimate_small_model(monkeypatch) -> None:
     assert "tiny" in format_estimates([est])
 
 
-def test_report_renders_every_plot(tmp_path, monkeypatch) -> None:
-    from tsar.report import ReportData, render, write
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """A small report (two layers, two platforms, a tiny model) written to a temporary directory."""
+    from tsar.report import ReportData, write
 
     tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
-    monkeypatch.setattr("tsar.model_eval.get_model", lambda name: tiny)
-    kernels = ("tsar-c2s4-op", "tsar-c4s4-op")
-    layers = {p: [compare(1, m, k, p, tsar_kernels=kernels) for m, k in ((256, 384), (512, 256))]
-              for p in ("workstation", "mobile")}
-    data = ReportData(layers["workstation"], layers, [evaluate("tiny", "mobile", tsar_kernels=kernels)],
-                      None, None)
-    page = write(tmp_path / "r.html", data).read_text()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("tsar.model_eval.get_model", lambda name: tiny)
+        kernels = ("tsar-c2s4-op", "tsar-c4s4-op")
+        layers = {p: [compare(1, m, k, p, tsar_kernels=kernels) for m, k in ((256, 384), (512, 256))]
+                  for p in ("workstation", "mobile")}
+        data = ReportData(layers["workstation"], layers,
+                          [evaluate("tiny", "mobile", tsar_kernels=kernels)], None, None)
+    path = write(tmp_path_factory.mktemp("report") / "r.html", data)
+    return path, data
+
+
+def test_report_renders_every_plot(report) -> None:
+    from tsar.report import render
+
+    path, data = report
+    tmp_path = path.parent
+    page = path.read_text()
     assert page.count("src='data:image/png;base64,") == 4  # roofline, speedup, traffic, scaling
     assert "Table III" in page and "<td>tiny</td>" in page and "<pre>" not in page  # HTML tables
     for field in ("date", "commit", "cpu", "caches", "native repeats", "seeds"):
@@ -70,7 +82,11 @@ def test_report_renders_every_plot(tmp_path, monkeypatch) -> None:
         for ext in ("png", "svg"):
             assert (tmp_path / f"r-{stem}.{ext}").stat().st_size > 1000
     assert render(data, bandwidth_gbs=10.0).startswith("<!doctype html>")
-    _screenshot_is_not_blank(tmp_path / "r.html", tmp_path / "shot.png")
+
+
+def test_report_in_a_headless_browser(report) -> None:
+    path, _ = report
+    _screenshot_is_not_blank(path, path.parent / "shot.png")
 
 
 def _screenshot_is_not_blank(page, shot) -> None:
