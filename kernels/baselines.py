@@ -209,6 +209,17 @@ def prepare(name: str, w_t: np.ndarray, w_scale: float = 1.0, **options: int) ->
     return NativeKernel(name, m, k, float(w_scale), packed, int(nbytes), buf, aux, desc)
 
 
+def int8_peak(isa: str = "auto", iterations: int = 2_000_000, repeats: int = 5) -> float:
+    """The host's int8 multiply-add peak in ops/s, one thread (best of repeats): independent
+    vpmaddubsw + vpaddw (AVX2) or vpdpbusd (AVX-512 VNNI) with no loads; 2 ops per multiply-add."""
+    chosen = cpu_isa() if isa == "auto" else isa
+    code = {"avx2": 1, "avx512": 2}.get(chosen)
+    ops = float(lib.tsar_int8_peak(code, iterations, repeats)) if code else -1.0
+    if ops <= 0:
+        raise ValueError(f"no int8 multiply-add peak for isa {chosen!r} on this CPU")
+    return ops
+
+
 def stream_read_bandwidth(nbytes: int = 1 << 28, threads: int = 1, repeats: int = 5) -> float:
     """Measured streaming-read bandwidth in bytes/s over a fresh ``nbytes`` buffer (best of repeats)."""
     if not 1 <= threads <= MAX_THREADS:

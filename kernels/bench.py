@@ -129,16 +129,34 @@ def run(cases: list[Case], repeats: int = 50, isa: str = "auto",
     return bw, results
 
 
-def format_table(bw: dict[int, float], results: list[Result]) -> str:
+def int8_peaks(results: list[Result]) -> dict[str, float]:
+    """The host's one-thread int8 multiply-add peak (ops/s) for each ISA the results used."""
+    from .baselines import int8_peak
+
+    return {isa: int8_peak(isa) for isa in sorted({r.isa for r in results}) if isa in ("avx2", "avx512")}
+
+
+def peak_pct(result: Result, peaks: dict[str, float]) -> float | None:
+    """The result's Gop/s as a percentage of its ISA's one-thread peak times its threads."""
+    peak = peaks.get(result.isa)
+    return None if not peak else 100.0 * result.gops * 1e9 / (peak * result.case.threads)
+
+
+def format_table(bw: dict[int, float], results: list[Result], peaks: dict[str, float] | None = None) -> str:
+    peaks = peaks or {}
     lines = ["streaming-read bandwidth: "
-             + ", ".join(f"{t} thread(s) {b / 1e9:.1f} GB/s" for t, b in bw.items()),
+             + ", ".join(f"{t} thread(s) {b / 1e9:.1f} GB/s" for t, b in bw.items())
+             + "".join(f"; int8 multiply-add peak ({isa}, 1 thread): {p / 1e9:.0f} Gop/s"
+                       for isa, p in peaks.items()),
              f"{'kernel':<7}{'isa':<7}{'N x M x K':<17}{'thr':>4} {'weights':<6}{'bits/w':>7}"
-             f"{'median us':>11}{'Gop/s':>9}{'Gw/s':>8}{'GB/s':>8}{'% BW':>7}"]
+             f"{'median us':>11}{'Gop/s':>9}{'Gw/s':>8}{'GB/s':>8}{'% BW':>7}{'% peak':>8}"]
     for r in results:
         c = r.case
+        pct = peak_pct(r, peaks)
+        pct_text = f"{pct:>8.1f}" if pct is not None else f"{'-':>8}"
         lines.append(f"{c.kernel:<7}{r.isa:<7}{f'{c.n}x{c.m}x{c.k}':<17}{c.threads:>4} {c.where:<6}"
                      f"{8 * r.weight_bytes / (c.m * c.k):>7.3f}{r.seconds * 1e6:>11.1f}{r.gops:>9.1f}"
-                     f"{r.gweights:>8.1f}{r.weight_gbs:>8.2f}{r.roofline_pct:>7.1f}")
+                     f"{r.gweights:>8.1f}{r.weight_gbs:>8.2f}{r.roofline_pct:>7.1f}{pct_text}")
     return "\n".join(lines)
 
 

@@ -19,5 +19,6 @@ int tsar_matmul_f32(int kernel, int isa, const tsar_weights *w, const float *x, 
                     float w_scale, int n, int threads, void *work);
 void tsar_quantize_rows(const float *x, int8_t *q, float *scales, int n, int k);
 double tsar_stream_read(const void *buf, size_t bytes, int threads, int repeats);
+double tsar_int8_peak(int isa, long iterations, int repeats);
 int tsar_bench_f32(int kernel, int isa, const tsar_weights *const *copies, int ncopies, const float *x,
                    float *y, float w_scale, int n, int threads, void *work, int repeats, double *seconds);

@@ -91,7 +91,8 @@ def test_bench_native_json_and_csv(capsys):
             "--where", "cache", "--repeats", "3"]
     doc = _doc(capsys, [*argv, "--json"], "bench-native")
     assert {r["kernel"] for r in doc["results"]} == {"tl2", "int2"}
-    assert all(r["gops"] > 0 and r["spread"] >= 0 for r in doc["results"])
+    assert all(r["gops"] > 0 and r["spread"] >= 0 and r["int8_peak_pct"] > 0 for r in doc["results"])
+    assert doc["int8_peak_gops"]
     assert main([*argv, "--csv"]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("kernel,isa,N,M,K")
 

@@ -126,3 +126,19 @@ def test_timing_and_bandwidth_helpers():
     seconds = B.time_matmul([kern, kern.copy()], np.ones((1, 256), np.float32), repeats=5)
     assert seconds.shape == (5,) and (seconds > 0).all()
     assert B.stream_read_bandwidth(1 << 22, threads=2, repeats=2) > 1e8
+
+
+@pytest.mark.native
+def test_int8_peak_and_percent_of_peak():
+    from tsar.kernels import bench
+
+    peak = B.int8_peak("avx2", iterations=200_000, repeats=2)
+    assert 50e9 < peak < 5e12  # ops/s of vpmaddubsw on one core: tens to thousands of Gop/s
+    with pytest.raises(ValueError, match="no int8 multiply-add peak"):
+        B.int8_peak("sse2")
+    case = bench.Case("int2", 8, 256, 1024, 1, "cache")
+    result = bench.run_case(case, 30e9, repeats=3)
+    pct = bench.peak_pct(result, {result.isa: peak * 10, "avx512": peak * 10})
+    assert 0 < pct < 100
+    table = bench.format_table({1: 30e9}, [result], {result.isa: peak})
+    assert "% peak" in table and "int8 multiply-add peak" in table

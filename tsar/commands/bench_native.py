@@ -63,10 +63,12 @@ def run(args: argparse.Namespace) -> int:
         bw, results = bench.run(cases, repeats, args.isa, console.progress)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    peaks = bench.int8_peaks(results)
     records = [{"kernel": r.case.kernel, "isa": r.isa, "N": r.case.n, "M": r.case.m, "K": r.case.k,
                 "threads": r.case.threads, "weights": r.case.where, "seconds": r.seconds,
                 "spread": r.spread, "gops": r.gops, "gweights_per_s": r.gweights,
                 "weight_gbs": r.weight_gbs, "bandwidth_pct": r.roofline_pct,
+                "int8_peak_pct": bench.peak_pct(r, peaks),
                 "bits_per_weight": 8 * r.weight_bytes / (r.case.m * r.case.k)} for r in results]
     if args.csv:
         from tsar.jsonout import emit_csv
@@ -77,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         from tsar.jsonout import emit
 
         emit("bench-native", read_bandwidth_gbs={str(t): b / 1e9 for t, b in bw.items()},
+             int8_peak_gops={isa: p / 1e9 for isa, p in peaks.items()},
              repeats=repeats, results=records)
         return 0
-    print(bench.format_table(bw, results))
+    print(bench.format_table(bw, results, peaks))
     return 0
