@@ -209,7 +209,7 @@ def prepare(name: str, w_t: np.ndarray, w_scale: float = 1.0, **options: int) ->
     return NativeKernel(name, m, k, float(w_scale), packed, int(nbytes), buf, aux, desc)
 
 
-def int8_peak(isa: str = "auto", iterations: int = 2_000_000, repeats: int = 5) -> float:
+def int8_peak(isa: str = "auto", iterations: int = 20_000_000, repeats: int = 5) -> float:
     """The host's int8 multiply-add peak in ops/s, one thread (best of repeats): independent
     vpmaddubsw + vpaddw (AVX2) or vpdpbusd (AVX-512 VNNI) with no loads; 2 ops per multiply-add."""
     chosen = cpu_isa() if isa == "auto" else isa

@@ -4,7 +4,8 @@
  * vector v, field f (rows 8f..8f+7) is (v >> 2f) & 3; we use v & 3, v & 0xC (x4), (v >> 4) & 3 and
  * (v >> 4) & 0xC (x4) so that one shift serves all four fields. Dword d of field f pairs with the 4
  * broadcast activations of the same 4 columns.
- *   AVX2: pmaddubsw into int16 (<= 2032 per step for scaled fields), widened every 16 steps.
+ *   AVX2: pmaddubsw into int16 (<= 2032 per step for scaled fields), widened every 16 steps;
+ *   tokens in pairs share each loaded and decoded weight vector.
  *   AVX-512 VNNI: vpdpbusd on two column-quads per zmm, int32 all the way. */
 #include "common.h"
 
@@ -14,42 +15,71 @@ static int check(const tsar_weights *w) { return w->m % 32 || w->k % 4; }
 static size_t prep_size(const tsar_weights *w) { (void)w; return 0; }
 static void prep(const tsar_acts *s, int t) { (void)s; (void)t; }
 
-static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
+/* One 32-row block for tokens t and, when pair is set, t + 1: each loaded and decoded weight
+ * vector feeds both tokens' multiply-adds (int16 partial sums, widened into int32 every FLUSH steps). */
+static inline __attribute__((always_inline)) void block_avx2(const tsar_acts *s, int32_t *out,
+                                                            const uint8_t *wb, int kq, int mb, int t,
+                                                            int pair) {
     const tsar_weights *w = s->w;
-    const int kq = w->k / 4;
     const __m256i m3 = _mm256_set1_epi8(0x03), mc = _mm256_set1_epi8(0x0c);
     const __m256i one = _mm256_set1_epi16(1);
-    for (int mb = m0 / 32; mb < m1 / 32; mb++) {
-        const uint8_t *wb = w->w + (size_t)mb * kq * 32;
-        for (int t = 0; t < s->n; t++) {
-            const int8_t *a = s->act + s->act_stride * t;
-            __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-            for (int j0 = 0; j0 < kq; j0 += FLUSH) {
-                const int j1 = j0 + FLUSH < kq ? j0 + FLUSH : kq;
-                __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-                for (int j = j0; j < j1; j++) {
-                    const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 32 * j));
-                    const __m256i h = _mm256_srli_epi16(v, 4);
-                    int32_t q;
-                    __builtin_memcpy(&q, a + 4 * j, 4);
-                    const __m256i x = _mm256_set1_epi32(q);
-                    s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(_mm256_and_si256(v, m3), x));
-                    s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(_mm256_and_si256(v, mc), x));
-                    s2 = _mm256_add_epi16(s2, _mm256_maddubs_epi16(_mm256_and_si256(h, m3), x));
-                    s3 = _mm256_add_epi16(s3, _mm256_maddubs_epi16(_mm256_and_si256(h, mc), x));
-                }
-                acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(s0, one));
-                acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(s1, one));
-                acc2 = _mm256_add_epi32(acc2, _mm256_madd_epi16(s2, one));
-                acc3 = _mm256_add_epi32(acc3, _mm256_madd_epi16(s3, one));
-            }
-            const __m256i sum = _mm256_set1_epi32(s->sums[t]);
-            int32_t *o = out + (size_t)t * w->m + (size_t)mb * 32;
-            _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(acc0, sum));
-            _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(acc1, 2), sum));
-            _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(acc2, sum));
-            _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(acc3, 2), sum));
+    const int8_t *a0 = s->act + s->act_stride * t;
+    const int8_t *a1 = pair ? a0 + s->act_stride : a0;
+    __m256i acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+    for (int j0 = 0; j0 < kq; j0 += FLUSH) {
+        const int j1 = j0 + FLUSH < kq ? j0 + FLUSH : kq;
+        __m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;   /* token t */
+        __m256i q0 = p0, q1 = p0, q2 = p0, q3 = p0;                       /* token t + 1 */
+        for (int j = j0; j < j1; j++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 32 * j));
+            const __m256i h = _mm256_srli_epi16(v, 4);
+            int32_t x0q, x1q;
+            __builtin_memcpy(&x0q, a0 + 4 * j, 4);
+            __builtin_memcpy(&x1q, a1 + 4 * j, 4);
+            const __m256i x0 = _mm256_set1_epi32(x0q), x1 = _mm256_set1_epi32(x1q);
+            __m256i f = _mm256_and_si256(v, m3);
+            p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(f, x0));
+            if (pair) q0 = _mm256_add_epi16(q0, _mm256_maddubs_epi16(f, x1));
+            f = _mm256_and_si256(v, mc);
+            p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(f, x0));
+            if (pair) q1 = _mm256_add_epi16(q1, _mm256_maddubs_epi16(f, x1));
+            f = _mm256_and_si256(h, m3);
+            p2 = _mm256_add_epi16(p2, _mm256_maddubs_epi16(f, x0));
+            if (pair) q2 = _mm256_add_epi16(q2, _mm256_maddubs_epi16(f, x1));
+            f = _mm256_and_si256(h, mc);
+            p3 = _mm256_add_epi16(p3, _mm256_maddubs_epi16(f, x0));
+            if (pair) q3 = _mm256_add_epi16(q3, _mm256_maddubs_epi16(f, x1));
         }
+        acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(p0, one));
+        acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(p1, one));
+        acc[2] = _mm256_add_epi32(acc[2], _mm256_madd_epi16(p2, one));
+        acc[3] = _mm256_add_epi32(acc[3], _mm256_madd_epi16(p3, one));
+        acc[4] = _mm256_add_epi32(acc[4], _mm256_madd_epi16(q0, one));
+        acc[5] = _mm256_add_epi32(acc[5], _mm256_madd_epi16(q1, one));
+        acc[6] = _mm256_add_epi32(acc[6], _mm256_madd_epi16(q2, one));
+        acc[7] = _mm256_add_epi32(acc[7], _mm256_madd_epi16(q3, one));
+    }
+    for (int u = 0; u < 1 + pair; u++) {
+        const __m256i sum = _mm256_set1_epi32(s->sums[t + u]);
+        const __m256i *r = acc + 4 * u;
+        int32_t *o = out + (size_t)(t + u) * w->m + (size_t)mb * 32;
+        _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(r[0], sum));
+        _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(r[1], 2), sum));
+        _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(r[2], sum));
+        _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(r[3], 2), sum));
+    }
+}
+
+/* Weight-block-outer, tokens inner (the 32-row block stays in L1 while the tokens stream), tokens
+ * in pairs so that each decoded weight vector serves two tokens' multiply-adds. */
+static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    const int kq = s->w->k / 4;
+    for (int mb = m0 / 32; mb < m1 / 32; mb++) {
+        const uint8_t *wb = s->w->w + (size_t)mb * kq * 32;
+        int t = 0;
+        for (; t + 1 < s->n; t += 2) block_avx2(s, out, wb, kq, mb, t, 1);
+        if (t < s->n) block_avx2(s, out, wb, kq, mb, t, 0);
     }
 }
 
