@@ -142,3 +142,20 @@ def test_int8_peak_and_percent_of_peak():
     assert 0 < pct < 100
     table = bench.format_table({1: 30e9}, [result], {result.isa: peak})
     assert "% peak" in table and "int8 multiply-add peak" in table
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_token_blocked_gemm_paths_exact(isa):
+    """Token counts that exercise every token-block remainder of the GEMM paths (pairs on AVX2,
+    triples on AVX-512), random and adversarial."""
+    _isa_or_skip("int2", isa)
+    rng = np.random.default_rng(5)
+    m, k = 64, 1024
+    w = rng.integers(-1, 2, (m, k)).astype(np.int8)
+    kern = B.prepare("int2", w)
+    for n in (1, 2, 3, 4, 5, 7, 9, 16):
+        a = rng.integers(-127, 128, (n, k), dtype=np.int8)
+        assert (kern.matmul_int(a, 1, isa) == R.ternary_matmul(w, a)).all(), n
+    ones = B.prepare("int2", np.ones((m, k), np.int8))
+    a = np.full((7, k), 127, np.int8)
+    assert (ones.matmul_int(a, 1, isa) == 127 * k).all()
