@@ -4,8 +4,7 @@
  * sums for 'bk' steps (chosen at pack time so that bk * 2 * 255 * max|w| <= 32767), then widens. */
 #include "common.h"
 
-/* One row at a time: interleaved row streams defeat the hardware prefetcher from DRAM. */
-/* One row at a time: interleaved row streams defeat the hardware prefetcher from DRAM. */
+/* GEMV one row at a time: interleaved row streams defeat the hardware prefetcher from DRAM. */
 #ifndef ROWS
 #define ROWS 1
 #endif
@@ -52,9 +51,49 @@ static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     }
 }
 
+/* GEMM micro-kernel, AVX-512 VNNI: nr (<= 4) rows x nt (<= 4) tokens per pass over K, so each
+ * loaded weight vector serves nt tokens and each activation vector nr rows; the 16 independent
+ * vpdpbusd chains hide its latency (one chain per row, as the GEMV has, is latency-bound). */
+AVX512_TARGET static inline __attribute__((always_inline)) void tile_avx512(
+        const tsar_acts *s, int32_t *out, int r, int t, int nr, int nt) {
+    const tsar_weights *w = s->w;
+    const size_t K = (size_t)w->k;
+    __m512i acc[4][4];
+    const uint8_t *u[4];
+    for (int i = 0; i < 4; i++)
+        for (int q = 0; q < 4; q++) acc[i][q] = _mm512_setzero_si512();
+    for (int q = 0; q < 4; q++) u[q] = s->prep + s->prep_stride * (t + (q < nt ? q : 0));
+    for (size_t j = 0; j < K; j += 64) {
+        __m512i x[4];
+        for (int q = 0; q < nt; q++) x[q] = _mm512_load_si512((const void *)(u[q] + j));
+        for (int i = 0; i < nr; i++) {
+            const __m512i wv = _mm512_loadu_si512((const void *)(w->w + (r + i) * K + j));
+            for (int q = 0; q < nt; q++) acc[i][q] = _mm512_dpbusd_epi32(acc[i][q], x[q], wv);
+        }
+    }
+    for (int i = 0; i < nr; i++)
+        for (int q = 0; q < nt; q++)
+            out[(size_t)(t + q) * w->m + r + i] = _mm512_reduce_add_epi32(acc[i][q]) - 128 * w->aux[r + i];
+}
+
 AVX512_TARGET static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, int m1) {
     const tsar_weights *w = s->w;
     const size_t K = (size_t)w->k;
+    if (s->n > 1) {  /* GEMM: 4 x 4 tiles (rows stay in L1/L2 while the tokens stream) */
+        for (int r = m0; r < m1; r += 4) {
+            const int nr = m1 - r < 4 ? m1 - r : 4;
+            int t = 0;
+            for (; t + 4 <= s->n; t += 4) {
+                if (nr == 4) tile_avx512(s, out, r, t, 4, 4);
+                else tile_avx512(s, out, r, t, nr, 4);
+            }
+            for (; t < s->n; t++) {
+                if (nr == 4) tile_avx512(s, out, r, t, 4, 1);
+                else tile_avx512(s, out, r, t, nr, 1);
+            }
+        }
+        return;
+    }
     for (int r = m0; r < m1; r += ROWS) {
         const int R = m1 - r < ROWS ? m1 - r : ROWS;
         for (int t = 0; t < s->n; t++) {

@@ -145,17 +145,20 @@ def test_int8_peak_and_percent_of_peak():
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
-def test_token_blocked_gemm_paths_exact(isa):
-    """Token counts that exercise every token-block remainder of the GEMM paths (pairs on AVX2,
-    triples on AVX-512), random and adversarial."""
-    _isa_or_skip("int2", isa)
+@pytest.mark.parametrize("name", ["int2", "dense"])
+def test_token_blocked_gemm_paths_exact(name, isa):
+    """Token and row counts that exercise every block remainder of the GEMM paths (int2: token
+    pairs on AVX2, triples on AVX-512; dense: 4 x 4 row-token tiles on AVX-512), random and
+    adversarial."""
+    _isa_or_skip(name, isa)
     rng = np.random.default_rng(5)
-    m, k = 64, 1024
+    m, k = 96, 1024
     w = rng.integers(-1, 2, (m, k)).astype(np.int8)
-    kern = B.prepare("int2", w)
+    kern = B.prepare(name, w)
     for n in (1, 2, 3, 4, 5, 7, 9, 16):
         a = rng.integers(-127, 128, (n, k), dtype=np.int8)
-        assert (kern.matmul_int(a, 1, isa) == R.ternary_matmul(w, a)).all(), n
-    ones = B.prepare("int2", np.ones((m, k), np.int8))
+        for threads in (1, 3):  # three threads split the rows unevenly
+            assert (kern.matmul_int(a, threads, isa) == R.ternary_matmul(w, a)).all(), (n, threads)
+    ones = B.prepare(name, np.ones((m, k), np.int8))
     a = np.full((7, k), 127, np.int8)
     assert (ones.matmul_int(a, 1, isa) == 127 * k).all()
