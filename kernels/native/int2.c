@@ -8,6 +8,9 @@
  *   tokens in pairs share each loaded and decoded weight vector.
  *   AVX-512 VNNI: vpdpbusd on two column-quads per zmm, int32 all the way. */
 #include "common.h"
+#ifndef TSAR_SIM
+#include <stdlib.h>
+#endif
 
 #define FLUSH 16
 
@@ -71,9 +74,153 @@ static inline __attribute__((always_inline)) void block_avx2(const tsar_acts *s,
     }
 }
 
-/* Weight-block-outer, tokens inner (the 32-row block stays in L1 while the tokens stream), tokens
- * in pairs so that each decoded weight vector serves two tokens' multiply-adds. */
+#ifndef TSAR_SIM
+/* GEMM (N >= GEMM_MIN_N): each 32-row block is first decoded once into plain codes 0..3, one
+ * 32-byte vector per field and step (dec[j][f], 128 bytes per 4 columns: 80 KiB at K = 2560, held
+ * in L2), which then serves every token. The micro-kernel holds two fields x four tokens of int16
+ * partial sums (8 registers), two weight vectors and four broadcast activation quads: per step 6
+ * loads, 8 vpmaddubsw and 8 vpaddw, so the multiply ports (2 per cycle) and the 4 vector ALUs are
+ * equally loaded and no decode is left in the loop. int16 sums are exact for GEMM_FLUSH = 32 steps
+ * (|pair sum| <= 2 * 3 * 128), then widened into int32 partials kept in memory. */
+#define GEMM_MIN_N 4
+#define GEMM_FLUSH 32
+
+static void decode_block_avx2(const uint8_t *wb, int kq, uint8_t *dec) {
+    const __m256i m3 = _mm256_set1_epi8(0x03);
+    for (int j = 0; j < kq; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 32 * j));
+        __m256i *d = (__m256i *)(dec + 128 * (size_t)j);
+        _mm256_store_si256(d, _mm256_and_si256(v, m3));
+        _mm256_store_si256(d + 1, _mm256_and_si256(_mm256_srli_epi16(v, 2), m3));
+        _mm256_store_si256(d + 2, _mm256_and_si256(_mm256_srli_epi16(v, 4), m3));
+        _mm256_store_si256(d + 3, _mm256_and_si256(_mm256_srli_epi16(v, 6), m3));
+    }
+}
+
+/* Fields fp, fp + 1 of one decoded block for T (1..4) tokens from t; adds sum(c * a) into
+ * acc[f][u] (8 int32 lanes = rows 8 (fp + f) .. + 7 of the block). */
+static inline __attribute__((always_inline)) void gemm_fields_avx2(
+        const tsar_acts *s, const uint8_t *dec, int kq, int t, int T, int fp, __m256i acc[2][4]) {
+    const __m256i one = _mm256_set1_epi16(1);
+    const int8_t *a[4];
+    for (int u = 0; u < 4; u++) a[u] = s->act + s->act_stride * (t + (u < T ? u : 0));
+    for (int j0 = 0; j0 < kq; j0 += GEMM_FLUSH) {
+        const int j1 = j0 + GEMM_FLUSH < kq ? j0 + GEMM_FLUSH : kq;
+        if (T == 4) {
+            /* The 4 x 2 micro-kernel in assembly: compilers keep the int16 sums in place only
+             * sometimes (gcc 12 copies every sum once per step and spills one, which makes the
+             * loop dispatch-bound at ~45 % of the peak). ymm0-7 = sums, ymm8-9 = weights,
+             * ymm10-13 = activation quads, ymm14-15 = products. */
+            const uint8_t *d = dec + 128 * (size_t)j0 + 32 * fp;
+            long j = 4L * (j0 - j1);   /* to 0 over pointers advanced by 4 j1: add + jnz end the loop */
+            const long jend = 4L * j1;
+            __asm__ volatile(
+                "vpxor %%xmm0, %%xmm0, %%xmm0\n\t" "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"
+                "vpxor %%xmm2, %%xmm2, %%xmm2\n\t" "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"
+                "vpxor %%xmm4, %%xmm4, %%xmm4\n\t" "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"
+                "vpxor %%xmm6, %%xmm6, %%xmm6\n\t" "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
+                ".p2align 4\n"
+                "1:\n\t"
+                "vmovdqa (%[d]), %%ymm8\n\t"
+                "vmovdqa 32(%[d]), %%ymm9\n\t"
+                "vpbroadcastd (%[a0],%[j]), %%ymm10\n\t"
+                "vpbroadcastd (%[a1],%[j]), %%ymm11\n\t"
+                "vpbroadcastd (%[a2],%[j]), %%ymm12\n\t"
+                "vpbroadcastd (%[a3],%[j]), %%ymm13\n\t"
+                "vpmaddubsw %%ymm10, %%ymm8, %%ymm14\n\t" "vpaddw %%ymm14, %%ymm0, %%ymm0\n\t"
+                "vpmaddubsw %%ymm10, %%ymm9, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm4, %%ymm4\n\t"
+                "vpmaddubsw %%ymm11, %%ymm8, %%ymm14\n\t" "vpaddw %%ymm14, %%ymm1, %%ymm1\n\t"
+                "vpmaddubsw %%ymm11, %%ymm9, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm5, %%ymm5\n\t"
+                "vpmaddubsw %%ymm12, %%ymm8, %%ymm14\n\t" "vpaddw %%ymm14, %%ymm2, %%ymm2\n\t"
+                "vpmaddubsw %%ymm12, %%ymm9, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm6, %%ymm6\n\t"
+                "vpmaddubsw %%ymm13, %%ymm8, %%ymm14\n\t" "vpaddw %%ymm14, %%ymm3, %%ymm3\n\t"
+                "vpmaddubsw %%ymm13, %%ymm9, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm7, %%ymm7\n\t"
+                "addq $128, %[d]\n\t"
+                "addq $4, %[j]\n\t"
+                "jnz 1b\n\t"
+                /* widen: int32 += madd(int16 sums, 1) */
+                "vpcmpeqw %%ymm8, %%ymm8, %%ymm8\n\t"
+                "vpsrlw $15, %%ymm8, %%ymm8\n\t"
+                "vpmaddwd %%ymm8, %%ymm0, %%ymm0\n\t" "vpaddd (%[acc]), %%ymm0, %%ymm0\n\t"
+                "vmovdqu %%ymm0, (%[acc])\n\t"
+                "vpmaddwd %%ymm8, %%ymm1, %%ymm1\n\t" "vpaddd 32(%[acc]), %%ymm1, %%ymm1\n\t"
+                "vmovdqu %%ymm1, 32(%[acc])\n\t"
+                "vpmaddwd %%ymm8, %%ymm2, %%ymm2\n\t" "vpaddd 64(%[acc]), %%ymm2, %%ymm2\n\t"
+                "vmovdqu %%ymm2, 64(%[acc])\n\t"
+                "vpmaddwd %%ymm8, %%ymm3, %%ymm3\n\t" "vpaddd 96(%[acc]), %%ymm3, %%ymm3\n\t"
+                "vmovdqu %%ymm3, 96(%[acc])\n\t"
+                "vpmaddwd %%ymm8, %%ymm4, %%ymm4\n\t" "vpaddd 128(%[acc]), %%ymm4, %%ymm4\n\t"
+                "vmovdqu %%ymm4, 128(%[acc])\n\t"
+                "vpmaddwd %%ymm8, %%ymm5, %%ymm5\n\t" "vpaddd 160(%[acc]), %%ymm5, %%ymm5\n\t"
+                "vmovdqu %%ymm5, 160(%[acc])\n\t"
+                "vpmaddwd %%ymm8, %%ymm6, %%ymm6\n\t" "vpaddd 192(%[acc]), %%ymm6, %%ymm6\n\t"
+                "vmovdqu %%ymm6, 192(%[acc])\n\t"
+                "vpmaddwd %%ymm8, %%ymm7, %%ymm7\n\t" "vpaddd 224(%[acc]), %%ymm7, %%ymm7\n\t"
+                "vmovdqu %%ymm7, 224(%[acc])\n\t"
+                : [d] "+r"(d), [j] "+r"(j)
+                : [a0] "r"(a[0] + jend), [a1] "r"(a[1] + jend), [a2] "r"(a[2] + jend),
+                  [a3] "r"(a[3] + jend), [acc] "r"(acc)
+                : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+                  "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
+            continue;
+        }
+        __m256i p[2][4];
+        for (int f = 0; f < 2; f++)
+            for (int u = 0; u < 4; u++) p[f][u] = _mm256_setzero_si256();
+        for (int j = j0; j < j1; j++) {
+            const __m256i *d = (const __m256i *)(dec + 128 * (size_t)j) + fp;
+            const __m256i w0 = _mm256_load_si256(d), w1 = _mm256_load_si256(d + 1);
+            for (int u = 0; u < T; u++) {
+                int32_t q;
+                __builtin_memcpy(&q, a[u] + 4 * j, 4);
+                const __m256i x = _mm256_set1_epi32(q);
+                p[0][u] = _mm256_add_epi16(p[0][u], _mm256_maddubs_epi16(w0, x));
+                p[1][u] = _mm256_add_epi16(p[1][u], _mm256_maddubs_epi16(w1, x));
+            }
+        }
+        for (int f = 0; f < 2; f++)
+            for (int u = 0; u < T; u++) acc[f][u] = _mm256_add_epi32(acc[f][u], _mm256_madd_epi16(p[f][u], one));
+    }
+}
+
+static inline __attribute__((always_inline)) void gemm_tokens_avx2(
+        const tsar_acts *s, int32_t *out, const uint8_t *dec, int kq, int mb, int t, int T) {
+    for (int fp = 0; fp < 4; fp += 2) {
+        __m256i acc[2][4];
+        for (int f = 0; f < 2; f++)
+            for (int u = 0; u < 4; u++) acc[f][u] = _mm256_setzero_si256();
+        gemm_fields_avx2(s, dec, kq, t, T, fp, acc);
+        for (int u = 0; u < T; u++) {
+            const __m256i sum = _mm256_set1_epi32(s->sums[t + u]);
+            int32_t *o = out + (size_t)(t + u) * s->w->m + (size_t)mb * 32 + 8 * fp;
+            _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(acc[0][u], sum));
+            _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(acc[1][u], sum));
+        }
+    }
+}
+
+static void gemm_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    const int kq = s->w->k / 4;
+    uint8_t *dec = aligned_alloc(64, tsar_round_up(128 * (size_t)kq, 64));
+    if (!dec) __builtin_trap();
+    for (int mb = m0 / 32; mb < m1 / 32; mb++) {
+        decode_block_avx2(s->w->w + (size_t)mb * kq * 32, kq, dec);
+        int t = 0;
+        for (; t + 4 <= s->n; t += 4) gemm_tokens_avx2(s, out, dec, kq, mb, t, 4);
+        if (s->n - t == 3) gemm_tokens_avx2(s, out, dec, kq, mb, t, 3);
+        else if (s->n - t == 2) gemm_tokens_avx2(s, out, dec, kq, mb, t, 2);
+        else if (s->n - t == 1) gemm_tokens_avx2(s, out, dec, kq, mb, t, 1);
+    }
+    free(dec);
+}
+#endif
+
+/* GEMV and small N: weight-block-outer, tokens inner (the 32-row block stays in L1 while the
+ * tokens stream), tokens in pairs so that each decoded weight vector serves two tokens. */
 static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
+#ifndef TSAR_SIM
+    if (s->n >= GEMM_MIN_N) { gemm_avx2(s, out, m0, m1); return; }
+#endif
     const int kq = s->w->k / 4;
     for (int mb = m0 / 32; mb < m1 / 32; mb++) {
         const uint8_t *wb = s->w->w + (size_t)mb * kq * 32;

@@ -147,9 +147,9 @@ def test_int8_peak_and_percent_of_peak():
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 @pytest.mark.parametrize("name", ["int2", "dense"])
 def test_token_blocked_gemm_paths_exact(name, isa):
-    """Token and row counts that exercise every block remainder of the GEMM paths (int2: token
-    pairs on AVX2, triples on AVX-512; dense: 4 x 4 row-token tiles on AVX-512), random and
-    adversarial."""
+    """Token and row counts that exercise every block remainder of the GEMM paths (int2: decoded
+    blocks x token quads on AVX2, token triples on AVX-512; dense: 4 x 2 row-token tiles on AVX2,
+    4 x 4 on AVX-512), random and adversarial (K = 6912 through the token-blocked paths)."""
     _isa_or_skip(name, isa)
     rng = np.random.default_rng(5)
     m, k = 96, 1024
@@ -162,3 +162,8 @@ def test_token_blocked_gemm_paths_exact(name, isa):
     ones = B.prepare(name, np.ones((m, k), np.int8))
     a = np.full((7, k), 127, np.int8)
     assert (ones.matmul_int(a, 1, isa) == 127 * k).all()
+    for sign in (1, -1):
+        extreme = B.prepare(name, np.full((64, 6912), sign, np.int8))
+        for value in (127, -127):
+            a = np.full((5, 6912), value, np.int8)
+            assert (extreme.matmul_int(a, 1, isa) == sign * value * 6912).all(), (sign, value)
