@@ -14,6 +14,16 @@ k int8 activations in [-127, 127], ``out`` m int32, ``work`` 64-byte aligned scr
     int tsar_sim_i2s_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);   /* m % 4 == 0 */
     int tsar_sim_int2_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);
 
+and for n tokens (``a`` n x k, ``out`` n x m; the LUT kernels' ``work`` holds n tables of
+``round_up(work_size, 64)`` bytes; for the others ``work`` is n int32 sums rounded up to 64 bytes
+followed by ``32 k`` bytes of scratch), through the same token-blocked rows functions that run
+natively:
+
+    int tsar_sim_tl2_gemm(const uint8_t *w, int m, int k, int bm, int bk, const int8_t *a, int n,
+                          void *work, int32_t *out);                      /* likewise tl1 */
+    int tsar_sim_i2s_gemm(const uint8_t *w, int m, int k, const int8_t *a, int n, void *work,
+                          int32_t *out);                                  /* likewise int2 */
+
 Weights are in the formats of :mod:`tsar.kernels.formats` (``TL2Weights.data`` etc.); 0 means success.
 """
 
@@ -30,7 +40,8 @@ SOURCES = tuple(f"{name}.c" for name in SIMULATED)
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector", "-fno-builtin",
          "-fno-tree-loop-distribute-patterns", "-std=gnu11", "-DTSAR_SIM=1")
 ENTRY_POINTS = tuple(entry for name in SIMULATED for entry in (
-    ([f"tsar_sim_{name}_work_size"] if NATIVE_KERNELS[name].blocked else []) + [f"tsar_sim_{name}_gemv"]))
+    ([f"tsar_sim_{name}_work_size"] if NATIVE_KERNELS[name].blocked else [])
+    + [f"tsar_sim_{name}_gemv", f"tsar_sim_{name}_gemm"]))
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 
 

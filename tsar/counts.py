@@ -1,4 +1,4 @@
-"""Simulated execution counts of one token of a kernel, cached on disk.
+"""Simulated execution counts of a kernel on one token or one block of tokens, cached on disk.
 
 Every comparison, model evaluation and report needs the instruction mix and traffic of the same few
 kernels on the same few shapes; simulating them once per machine and reusing the counts keeps those
@@ -25,12 +25,15 @@ from tsar.sim import Stats
 
 TSAR_PREFIX = KERNEL_PREFIX
 ROW_UNIT = 256
+GEMM_BLOCK = 16
+"""Tokens of the simulated block from which prefill (GEMM) times are modelled: the T-SAR GEMM
+dataflows' token block (``tsar_plan.TOKEN_BLOCK``), and what the native GEMM loops run on too."""
 """Native cores are simulated at ROW_UNIT and 2 * ROW_UNIT rows and extrapolated to larger M."""
 
 
 @dataclass
 class KernelCounts:
-    """What the timing model needs from one simulated token."""
+    """What the timing model needs from one simulated token or block of ``tokens`` tokens."""
 
     kernel: str
     M: int
@@ -39,12 +42,14 @@ class KernelCounts:
     code: bytes
     code_address: int
     weight_bytes: int
+    tokens: int = 1
 
     @property
     def bytes_moved(self) -> int:
-        """Bytes loaded and stored by the kernel's instructions (vector and scalar)."""
+        """Bytes loaded and stored by the kernel's instructions (vector and scalar), per token."""
         s = self.stats
-        return s.vector_bytes_read + s.vector_bytes_written + s.scalar_bytes_read + s.scalar_bytes_written
+        moved = s.vector_bytes_read + s.vector_bytes_written + s.scalar_bytes_read + s.scalar_bytes_written
+        return moved // self.tokens
 
 
 def _code_digest(kernel: str, M: int, K: int) -> str:
@@ -57,30 +62,30 @@ def _code_digest(kernel: str, M: int, K: int) -> str:
     return hashlib.sha256(code).hexdigest()[:16]
 
 
-def _simulate(kernel: str, M: int, K: int) -> KernelCounts:
+def _simulate(kernel: str, M: int, K: int, tokens: int) -> KernelCounts:
     if kernel.startswith(TSAR_PREFIX):
         from tsar.kernel_sim import plan_for, program_for, simulate
 
         plan = plan_for(kernel, M, K)
         rng = np.random.default_rng(0)
         w_t = rng.integers(-1, 2, (M, K)).astype(np.int8)
-        run = simulate(plan, rng.standard_normal((1, K)).astype(np.float32), w_t, 1.0)
+        run = simulate(plan, rng.standard_normal((tokens, K)).astype(np.float32), w_t, 1.0)
         if not run.exact:
-            raise RuntimeError(f"{kernel} disagrees with the reference on {M} x {K}")
+            raise RuntimeError(f"{kernel} disagrees with the reference on {tokens} x {M} x {K}")
         return KernelCounts(kernel, M, K, run.stats, program_for(plan).code, run.code_address,
-                            plan.weight_bytes)
+                            plan.weight_bytes, tokens)
     from tsar.native_sim import packed_weight_bytes, simulate_native
 
     if M % ROW_UNIT == 0 and M >= 4 * ROW_UNIT:
-        one, two = (simulated_counts(kernel, r, K) for r in (ROW_UNIT, 2 * ROW_UNIT))
+        one, two = (simulated_counts(kernel, r, K, tokens=tokens) for r in (ROW_UNIT, 2 * ROW_UNIT))
         if one.code_address == two.code_address and one.code == two.code:
             t = M // ROW_UNIT - 1
             return KernelCounts(kernel, M, K, affine_stats(one.stats, two.stats, t), one.code,
-                                one.code_address, packed_weight_bytes(kernel, M, K))
-    run = simulate_native(kernel, M, K)
+                                one.code_address, packed_weight_bytes(kernel, M, K), tokens)
+    run = simulate_native(kernel, M, K, n=tokens)
     if not run.exact:
-        raise RuntimeError(f"{kernel} disagrees with the reference on {M} x {K}")
-    return KernelCounts(kernel, M, K, run.stats, run.code, run.code_address, run.weight_bytes)
+        raise RuntimeError(f"{kernel} disagrees with the reference on {tokens} x {M} x {K}")
+    return KernelCounts(kernel, M, K, run.stats, run.code, run.code_address, run.weight_bytes, tokens)
 
 
 def affine_stats(one: Stats, two: Stats, t: int) -> Stats:
@@ -97,16 +102,17 @@ def affine_stats(one: Stats, two: Stats, t: int) -> Stats:
     return replace(one, **values)
 
 
-def simulated_counts(kernel: str, M: int, K: int, *, use_cache: bool = True) -> KernelCounts:
-    """Counts of one token of ``kernel`` on an ``M x K`` layer (simulated, or from the cache)."""
-    path = cache_dir("counts") / f"{kernel}-{M}x{K}-{_code_digest(kernel, M, K)}.pkl"
+def simulated_counts(kernel: str, M: int, K: int, *, tokens: int = 1, use_cache: bool = True) -> KernelCounts:
+    """Counts of ``kernel`` on an ``M x K`` layer for ``tokens`` tokens (simulated, or from the cache)."""
+    block = "" if tokens == 1 else f"{tokens}x"
+    path = cache_dir("counts") / f"{kernel}-{block}{M}x{K}-{_code_digest(kernel, M, K)}.pkl"
     if use_cache and path.exists():
         try:
             with path.open("rb") as f:
                 return pickle.load(f)
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
             pass  # a damaged or outdated entry: simulate again
-    result = _simulate(kernel, M, K)
+    result = _simulate(kernel, M, K, tokens)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as f:

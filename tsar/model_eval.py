@@ -3,8 +3,11 @@
 Only the BitLinear matrices are counted (QKV, O, gate, up, down of every layer; attention scores,
 norms, embeddings and the LM head are left out, for both sides alike). Each distinct matrix shape is
 simulated once per kernel (:mod:`tsar.counts`) and timed by the timing model on the platform; T-SAR
-takes the fastest of its six kernels per layer, as the paper's framework selects a dataflow per
-layer. Threads default to the platform's (the paper's 16 / 8 / 4; every hardware thread on the host).
+takes the fastest of its kernels per layer, as the paper's framework selects a dataflow per layer.
+Decode is modelled from one simulated token; prefill (``PREFILL_TOKENS`` tokens) from one simulated
+block of tokens through the GEMM kernels on both sides (T-SAR's token-blocked dataflows, TL2's
+token-blocked rows loop), per-token dataflows from one token. Threads default to the platform's
+(the paper's 16 / 8 / 4; every hardware thread on the host).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tsar.compare import modelled, platform_named
+from tsar.compare import counts_for, modelled, platform_named
 from tsar.console import Steps
 from tsar.counts import simulated_counts
 from tsar.frames import Tabular
@@ -88,7 +91,9 @@ def evaluate(model: str, platform: str, *, threads: int | None = None,
             c = simulated_counts(kernel, shape.m, shape.k)
             model_bytes = cfg.linear_weights * c.weight_bytes / (shape.m * shape.k)
             decode[kernel] = modelled(c, plat, 1, threads, weight_footprint=model_bytes)[0]
-            prefill[kernel] = modelled(c, plat, 1, threads)[0]
+            # prefill per token, from one simulated block of GEMM_BLOCK tokens for the GEMM kernels
+            prefill[kernel] = modelled(counts_for(kernel, PREFILL_TOKENS, shape.m, shape.k), plat, 1,
+                                       threads)[0]
         best = min(tsar_kernels, key=decode.get)
         best_prefill = min(tsar_kernels, key=prefill.get)
         estimates.append(LayerEstimate(shape, best, decode[best], decode["tl2"], prefill[best_prefill],

@@ -3,7 +3,8 @@
 The same C source that runs natively (:mod:`tsar.kernels.baselines`) is compiled without libc
 (:func:`tsar.kernels.simbuild.build_sim_library`) and executed here, so its instruction mix and its
 memory traffic, table lookups included, can be counted and modelled on other platforms. One call is
-one token; the integer output is checked against the exact reference.
+one token (GEMV) or a block of tokens (GEMM); the integer output is checked against the exact
+reference.
 """
 
 from __future__ import annotations
@@ -56,30 +57,39 @@ def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
     return int(pack_native(kernel, np.zeros((M, K), np.int8)).data.nbytes)
 
 
-def simulate_native(kernel: str, M: int, K: int, *, seed: int = 0) -> NativeSimRun:
-    """Simulate one token of ``kernel`` (tl2, tl1, i2s, int2) on an ``M x K`` ternary layer."""
+def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0) -> NativeSimRun:
+    """Simulate ``kernel`` (tl2, tl1, i2s, int2) on an ``M x K`` ternary layer for ``n`` tokens:
+    one token through its GEMV entry, several through its GEMM entry (the token-blocked rows
+    function that runs natively for prefill)."""
     if kernel not in NATIVE_SIM_KERNELS:
         raise UserError(f"no simulator build of {kernel!r} (have {', '.join(NATIVE_SIM_KERNELS)})")
+    if n < 1:
+        raise UserError(f"tokens must be >= 1, got {n}")
     rng = np.random.default_rng(seed)
     w = rng.integers(-1, 2, (M, K), dtype=np.int8)
-    a = rng.integers(-127, 128, K, dtype=np.int8)
-    out = np.zeros(M, np.int32)
+    a = rng.integers(-127, 128, (n, K), dtype=np.int8)
+    out = np.zeros((n, M), np.int32)
     machine = Machine()
     symbols = machine.load_elf(_library())
+    entry = "gemv" if n == 1 else "gemm"
+    tokens = () if n == 1 else (n,)
     try:
         packed = pack_native(kernel, w)
         if NATIVE_KERNELS[kernel].blocked:
             work = machine.call(symbols[f"tsar_sim_{kernel}_work_size"], M, K, packed.bm, packed.bk,
                                 returns="u64")
-            args = (packed.data, M, K, packed.bm, packed.bk, a, np.zeros(int(work) + 64, np.uint8), out)
+            table = -(-int(work) // 64) * 64
+            args = (packed.data, M, K, packed.bm, packed.bk, a, *tokens,
+                    np.zeros(table * n + 64, np.uint8), out)
         else:
-            args = (packed.data, M, K, a, out)
+            scratch = (np.zeros(-(-4 * n // 64) * 64 + 32 * K + 64, np.uint8),) if n > 1 else ()
+            args = (packed.data, M, K, a, *tokens, *scratch, out)
     except ValueError as exc:
         raise UserError(f"{kernel} cannot take a {M} x {K} layer: {exc}") from None
-    rc = machine.call(symbols[f"tsar_sim_{kernel}_gemv"], *args, returns="i32", memory_stats=True)
+    rc = machine.call(symbols[f"tsar_sim_{kernel}_{entry}"], *args, returns="i32", memory_stats=True)
     if rc != 0:
         raise UserError(f"{kernel} rejected the {M} x {K} layer (return code {rc})")
     stats = machine.stats
     code, address = executed_region(machine, stats)
-    exact = bool(np.array_equal(out, reference.ternary_gemv(w, a)))
+    exact = bool(np.array_equal(out, reference.ternary_matmul(w, a)))
     return NativeSimRun(kernel, M, K, stats, code, address, exact, int(packed.data.nbytes))

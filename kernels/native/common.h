@@ -49,8 +49,9 @@ static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
     for (int i = 0; i < k; i++) s += a[i];
     return s;
 }
-/* Simulator entry points (built with -DTSAR_SIM: no libc, no threads, AVX2 only), one token
- * a[k] -> out[m]. Each kernel file defines static prep_size/prep/check/rows_avx2 and expands one of
+/* Simulator entry points (built with -DTSAR_SIM: no libc, no threads, AVX2 only): GEMV, one token
+ * a[k] -> out[m], and GEMM, n tokens a[n][k] -> out[n][m], through the rows function that runs
+ * natively. Each kernel file defines static prep_size/prep/check/rows_avx2 and expands one of
  * these. LUT kernels take 'work', 64-byte aligned scratch of tsar_sim_NAME_work_size() bytes for
  * their tables; sum kernels need the activation sum for their offset correction. */
 #define TSAR_SIM_LUT_GEMV(NAME)                                                                    \
@@ -66,14 +67,39 @@ static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
         prep(&s, 0);                                                                               \
         rows_avx2(&s, out, 0, m);                                                                  \
         return 0;                                                                                  \
+    }                                                                                              \
+    /* n tokens a[n][k] -> out[n][m]; work holds n tables of round_up(work_size, 64) bytes */     \
+    int tsar_sim_##NAME##_gemm(const uint8_t *wp, int m, int k, int bm, int bk, const int8_t *a,   \
+                               int n, void *work, int32_t *out) {                                  \
+        const tsar_weights w = {wp, 0, m, k, bm, bk};                                              \
+        if (check(&w) || n < 1) return -1;                                                         \
+        const tsar_acts s = {&w, a, 0, (uint8_t *)work, (size_t)k,                                 \
+                             tsar_round_up(prep_size(&w), TSAR_ALIGN), n};                         \
+        for (int t = 0; t < n; t++) prep(&s, t);                                                   \
+        rows_avx2(&s, out, 0, m);                                                                  \
+        return 0;                                                                                  \
     }
 
+#define TSAR_SIM_GEMM_SCRATCH(k) ((size_t)32 * (k))
 #define TSAR_SIM_SUM_GEMV(NAME)                                                                    \
     int tsar_sim_##NAME##_gemv(const uint8_t *wp, int m, int k, const int8_t *a, int32_t *out) {   \
         const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
         if (check(&w)) return -1;                                                                  \
         int32_t sum = tsar_sum_i8(a, k);                                                           \
         const tsar_acts s = {&w, a, &sum, 0, 0, 0, 1};                                             \
+        rows_avx2(&s, out, 0, m);                                                                  \
+        return 0;                                                                                  \
+    }                                                                                              \
+    /* n tokens a[n][k] -> out[n][m]; work (64-byte aligned): n int32 sums rounded up to 64     \
+     * bytes, then TSAR_SIM_GEMM_SCRATCH(k) bytes that the rows function may use (as prep) */    \
+    int tsar_sim_##NAME##_gemm(const uint8_t *wp, int m, int k, const int8_t *a, int n,            \
+                               void *work, int32_t *out) {                                         \
+        const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
+        if (check(&w) || n < 1) return -1;                                                         \
+        int32_t *sums = (int32_t *)work;                                                           \
+        for (int t = 0; t < n; t++) sums[t] = tsar_sum_i8(a + (size_t)t * k, k);                   \
+        uint8_t *scratch = (uint8_t *)work + tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN);       \
+        const tsar_acts s = {&w, a, sums, scratch, (size_t)k, 0, n};                               \
         rows_avx2(&s, out, 0, m);                                                                  \
         return 0;                                                                                  \
     }

@@ -74,7 +74,6 @@ static inline __attribute__((always_inline)) void block_avx2(const tsar_acts *s,
     }
 }
 
-#ifndef TSAR_SIM
 /* GEMM (N >= GEMM_MIN_N): each 32-row block is first decoded once into plain codes 0..3, one
  * 32-byte vector per field and step (dec[j][f], 128 bytes per 4 columns: 80 KiB at K = 2560, held
  * in L2), which then serves every token. The micro-kernel holds two fields x four tokens of int16
@@ -201,8 +200,12 @@ static inline __attribute__((always_inline)) void gemm_tokens_avx2(
 
 static void gemm_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     const int kq = s->w->k / 4;
+#ifndef TSAR_SIM
     uint8_t *dec = aligned_alloc(64, tsar_round_up(128 * (size_t)kq, 64));
     if (!dec) __builtin_trap();
+#else
+    uint8_t *dec = s->prep;   /* the simulator entry's scratch: TSAR_SIM_GEMM_SCRATCH(k) bytes */
+#endif
     for (int mb = m0 / 32; mb < m1 / 32; mb++) {
         decode_block_avx2(s->w->w + (size_t)mb * kq * 32, kq, dec);
         int t = 0;
@@ -211,16 +214,15 @@ static void gemm_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
         else if (s->n - t == 2) gemm_tokens_avx2(s, out, dec, kq, mb, t, 2);
         else if (s->n - t == 1) gemm_tokens_avx2(s, out, dec, kq, mb, t, 1);
     }
+#ifndef TSAR_SIM
     free(dec);
-}
 #endif
+}
 
 /* GEMV and small N: weight-block-outer, tokens inner (the 32-row block stays in L1 while the
  * tokens stream), tokens in pairs so that each decoded weight vector serves two tokens. */
 static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
-#ifndef TSAR_SIM
     if (s->n >= GEMM_MIN_N) { gemm_avx2(s, out, m0, m1); return; }
-#endif
     const int kq = s->w->k / 4;
     for (int mb = m0 / 32; mb < m1 / 32; mb++) {
         const uint8_t *wb = s->w->w + (size_t)mb * kq * 32;

@@ -40,3 +40,16 @@ def test_tl2_moves_more_bytes_than_it_stores_weights() -> None:
     tsar = simulated_counts("tsar-c2s4-op", 256, 768)
     assert tl2.bytes_moved > 2 * tl2.weight_bytes
     assert tsar.bytes_moved < tl2.bytes_moved
+
+
+@pytest.mark.parametrize("kernel", ["int2", "tl2", "tsar-c2s4-op-tokens"])
+def test_gemm_block_counts(kernel: str) -> None:
+    """A block of tokens is simulated through the GEMM path, cached under its own key, and its
+    per-token traffic is no more than one token's (weights are reused across the block)."""
+    from tsar.compare import counts_for
+
+    one = simulated_counts(kernel, 256, 384)
+    block = counts_for(kernel, 128, 256, 384)
+    assert block.tokens == 16 and one.tokens == 1
+    assert block.bytes_moved <= one.bytes_moved
+    assert counts_for("tsar-c2s4-op", 128, 256, 384).tokens == 1   # per-token dataflow: one token

@@ -53,3 +53,13 @@ def test_sim_gemv_exact(sim_lib, fmt):
         rc = getattr(sim_lib, f"tsar_sim_{fmt}_gemv")(_ptr(packed.data), m, k, _ptr(a), _ptr(out))
     assert rc == 0
     assert (out == R.ternary_gemv(w, a)).all()
+
+
+@pytest.mark.parametrize("fmt", ["tl2", "tl1", "i2s", "int2"])
+def test_sim_gemm_entry_exact(fmt):
+    """The GEMM entries run the token-blocked rows loops (int2: the decoded-block micro-kernel for
+    n >= 4, with its tails) and agree with the reference, adversarial extremes included."""
+    from tsar.native_sim import simulate_native
+
+    for n in (2, 5):
+        assert simulate_native(fmt, 64, 384, n=n).exact, n
