@@ -26,7 +26,7 @@ from itertools import groupby
 
 from tsar.isa.instructions import MEMORY_SIZE_NAMES
 
-from .tsar_plan import KernelPlan, Window
+from .tsar_plan import TOKEN_BLOCKED, KernelPlan, Window
 
 _SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
 
@@ -86,7 +86,7 @@ def generate(plan: KernelPlan) -> str:
     e(*(f"push {reg}" for reg in _SAVED))
     done = e.label("done")
     e("test rcx, rcx", f"jz {done}")
-    if plan.flow == "op-tokens":
+    if plan.flow in TOKEN_BLOCKED:
         _generate_tokens(e, plan, done)
     else:
         token = e.label("token")
@@ -179,6 +179,12 @@ def _tgemv(plan: KernelPlan, acc: int, group: int, address: str) -> str:
             f"{_memory(plan.cfg.weight_bytes, address)}")
 
 
+def _tgemv_reg(plan: KernelPlan, acc: int, group: int, weights: int) -> str:
+    """TGEMV with its weight operand in registers (``ymm{weights}``, an aligned group when the
+    operand spans several)."""
+    return f"{plan.cfg.tgemv_mnemonic} ymm{acc}, ymm{plan.group_register(group)}, ymm{weights}"
+
+
 def _disp(base: str, offset: int) -> str:
     return f"{base} + {offset}" if offset else base
 
@@ -262,14 +268,19 @@ def _per_token(e: _Emitter, plan: KernelPlan, step: Callable[[], None], advance:
 
 
 def _generate_tokens(e: _Emitter, plan: KernelPlan, done: str) -> None:
-    """The op-tokens kernel body: blocks of up to ``token_block`` tokens; per block quantize every
-    token into its slot, run the passes, dequantize every token."""
+    """The token-blocked kernel body: blocks of up to ``token_block`` tokens; per block quantize
+    every token into its slot, run the core, dequantize every token."""
     block = e.label("block")
     e("mov rbp, r8")
+    if plan.flow == "ap-tokens":
+        _zero_partial_rows(e, plan)
     e.place(block)
     e(f"mov r15, {plan.token_block}", "cmp rcx, r15", "cmovb r15, rcx")
     _per_token(e, plan, lambda: (_quantize(e, plan), _zero_acc32(e, plan)), f"add rdi, {4 * plan.K}")
-    _core_op_tokens(e, plan)
+    if plan.flow == "ap-tokens":
+        _core_ap_tokens(e, plan)
+    else:
+        _core_op_tokens(e, plan)
     _per_token(e, plan, lambda: _dequantize(e, plan), f"add rdx, {4 * plan.M}")
     e("sub rcx, r15", f"jnz {block}")
     e("mov r8, rbp")
@@ -316,3 +327,96 @@ def _core_ap(e: _Emitter, plan: KernelPlan) -> None:
 
     for window, repeat in _window_runs(plan.windows):
         e.counted_loop("r14", repeat, lambda w=window: window_body(w), "window")
+
+
+def _zero_partial_rows(e: _Emitter, plan: KernelPlan) -> None:
+    """Zero the block's partial-sum rows once per call (each widening step re-zeroes what it read)."""
+    rows, nbytes = plan.partials_offset, plan.token_block * plan.partial_row_bytes
+    e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
+    loop = e.label("zrows")
+    e.place(loop)
+    e(f"vmovdqu ymmword ptr [rbp + rax + {rows}], ymm0", f"add rax, {plan.cfg.register_bytes}",
+      f"cmp rax, {nbytes}", f"jb {loop}")
+
+
+def _core_ap_tokens(e: _Emitter, plan: KernelPlan) -> None:
+    """Activation-persistent over a token block: per tile block (pass) and chunk, the LUT groups of
+    ``G = plan.token_groups`` tokens at a time, then every tile's weight operand (loaded once into
+    registers, or a memory operand per token) applied to each of them, each token's int16 partial
+    sums in its row of the block's partial-sum rows; after each window the rows are widened into
+    the tokens' int32 rows and zeroed.
+
+    rbp = workspace base, r15 = tokens in the block (both kept); r10 walks the weight stream; r8 =
+    token 0's activations of the chunk; r11 / rbx = the sub-block's first token's activations /
+    partial-sum row; rax = tokens left in the chunk; [rsp] = window counter, [rsp + 8] = byte offset
+    of the tile block in an int32 row."""
+    cfg, wb, G = plan.cfg, plan.cfg.weight_bytes, plan.token_groups
+    acc32, xq, slot = plan.workspace_layout["acc32"][0], plan.workspace_layout["xq"][0], plan.slot_bytes
+    rows, row = plan.partials_offset, plan.partial_row_bytes
+    p16, a32 = plan.tile_partial_bytes, plan.tile_acc32_bytes
+    w_reg, half = plan.weight_register, p16 // 2
+    e("sub rsp, 16", "mov r10, rsi", "mov qword ptr [rsp + 8], 0")
+
+    def sub_block(g: int, tb: int, last: bool) -> None:
+        e(*(_tlut(plan, i, _disp("r11", i * slot)) for i in range(g)))
+
+        def tile() -> None:
+            if plan.weights_in_register:
+                e(*(f"vmovdqu ymm{w_reg + j}, ymmword ptr [{_disp('r10', j * cfg.register_bytes)}]"
+                    for j in range(cfg.weight_regs)))
+            for i in range(g):
+                e(f"vmovdqu ymm0, ymmword ptr [{_disp('rbx', i * row)}]",
+                  _tgemv_reg(plan, 0, i, w_reg) if plan.weights_in_register else _tgemv(plan, 0, i, "r10"),
+                  f"vmovdqu ymmword ptr [{_disp('rbx', i * row)}], ymm0")
+            e(f"add r10, {wb}", f"add rbx, {p16}")
+        e.counted_loop("r13", tb, tile, "tile")
+        e(f"sub r10, {tb * wb}")
+        if not last:
+            e(f"add rbx, {g * row - tb * p16}", f"add r11, {g * slot}")
+
+    def chunk(tb: int) -> None:
+        e("mov rax, r15", "mov r11, r8", f"lea rbx, [rbp + {rows}]")
+        full, rest, after = e.label("tfull"), e.label("trest"), e.label("tdone")
+        e.place(full)
+        e(f"cmp rax, {G}", f"jb {rest}")
+        sub_block(G, tb, last=False)
+        e(f"sub rax, {G}", f"jnz {full}", f"jmp {after}")
+        e.place(rest)  # the block's last 1..G-1 tokens
+        for g in range(1, G):
+            nxt = e.label("tnext")
+            e(f"cmp rax, {g}", f"jne {nxt}")
+            sub_block(g, tb, last=True)
+            e(f"jmp {after}")
+            e.place(nxt)
+        e.place(after)
+        e(f"add r8, {cfg.k}", f"add r10, {tb * wb}")
+
+    def widen(tb: int) -> None:
+        e("vpxor xmm2, xmm2, xmm2", f"lea rbx, [rbp + {rows}]", "mov r11, qword ptr [rsp + 8]",
+          "add r11, rbp", "xor eax, eax")
+        top = e.label("twiden")
+        e.place(top)
+
+        def one_tile() -> None:
+            e("vpmovsxwd ymm0, xmmword ptr [rbx]", f"vpmovsxwd ymm1, xmmword ptr [rbx + {half}]",
+              f"vpaddd ymm0, ymm0, ymmword ptr [r11 + {acc32}]",
+              f"vpaddd ymm1, ymm1, ymmword ptr [r11 + {acc32 + a32 // 2}]",
+              f"vmovdqu ymmword ptr [r11 + {acc32}], ymm0",
+              f"vmovdqu ymmword ptr [r11 + {acc32 + a32 // 2}], ymm1",
+              "vmovdqu ymmword ptr [rbx], ymm2", f"add rbx, {p16}", f"add r11, {a32}")
+        e.counted_loop("r13", tb, one_tile, "wtile")
+        e(f"add rbx, {row - tb * p16}", f"add r11, {slot - tb * a32}", "inc rax", "cmp rax, r15",
+          f"jb {top}")
+
+    def tile_block(tb: int) -> None:
+        e(f"lea r8, [rbp + {xq}]")
+        for window, repeat in _window_runs(plan.windows):
+            def window_body(window: Window = window) -> None:
+                e.counted_loop("r12", window.chunks, lambda: chunk(tb), "chunk")
+                widen(tb)
+            e.counted_loop("qword ptr [rsp]", repeat, window_body, "window")
+        e(f"add qword ptr [rsp + 8], {tb * a32}")
+
+    for tb, group in groupby(plan.passes, key=lambda p: p[1]):
+        e.counted_loop("r14", len(list(group)), lambda tb=tb: tile_block(tb), "tblock")
+    e("add rsp, 16")

@@ -23,6 +23,22 @@ Dataflows (paper section III-D):
   inside out for ``N`` tokens: tokens are quantized in blocks of ``TOKEN_BLOCK``, and each pass's
   weights (``R`` tiles x K, c2s4 at K = 6912: 331 KB) serve every token of the block while they
   sit in L1/L2, so the layer's weights come from memory once per block instead of once per token.
+* ``ap-tokens`` (activation-persistent, token-blocked GEMM): tokens are quantized in blocks of
+  ``TOKEN_BLOCK`` as for ``op-tokens``, and the LUT groups of ``G`` tokens of the block (one chunk
+  each) live in registers at once. Per chunk the kernel builds them, then streams over the tiles of
+  a tile block: each weight operand is read once per ``G`` tokens and applied to every token's LUT
+  group, each token's int16 partial sums living in its own partial-sum row (load, TGEMV, store as
+  ``ap-min``), widened into the token's int32 row after each window. Registers (16): one
+  accumulator, the weight operand when at least two tokens' groups still fit beside it, else
+  none, and ``G`` LUT groups from the top. c2s4 (groups of 2 registers, weights in 1): accumulator
+  ymm0, weights ymm1, ``G = 7`` groups in ymm2..ymm15, so each weight operand is loaded ONCE into a
+  register and serves 7 tokens. c4s4 (groups of 8, weights in an aligned pair): two groups would
+  take all 16 registers, so ``G = 1`` and the weights are a memory operand of every token's TGEMV
+  (read from L1 once per token). The partial-sum rows of all ``TOKEN_BLOCK`` tokens share a
+  ``PARTIAL_SUM_BYTES`` L1 budget, which sets the tile block (passes of up to 32 tiles = 512
+  outputs); the LUTs are rebuilt once per tile block. Traffic per token block: every weight operand
+  from memory once (then from L1 for the block's other sub-blocks of ``G`` tokens), partial sums
+  one L1 load and store per TGEMV, activations one TLUT per chunk per tile block.
 
 Overflow: every plan widens int16 accumulators into int32 after at most
 ``cfg.max_tgemv_per_widen()`` TGEMVs per lane (32 for c2s4, 16 for c4s4). Each TGEMV adds at most
@@ -39,13 +55,19 @@ import numpy as np
 
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig, configs, get_config
 
-FLOWS = ("ap-min", "ap-max", "op", "op-tokens")
+FLOWS = ("ap-min", "ap-max", "op", "op-tokens", "ap-tokens")
 OUTPUT_PERSISTENT = ("op", "op-tokens")
+TOKEN_BLOCKED = ("op-tokens", "ap-tokens")
+"""GEMM dataflows: tokens in blocks of ``TOKEN_BLOCK``, each weight operand serving the whole block."""
 TOKEN_BLOCK = 16
-"""Tokens of one ``op-tokens`` block (workspace slots; each pass's weights serve all of them)."""
+"""Tokens of one token block (workspace slots; the weights read for the block serve all of them)."""
+PARTIAL_SUM_BYTES = 16 * 1024
+"""``ap-tokens``: bytes of the block's int16 partial-sum rows (half of a 32 KiB L1D; the rest holds
+the chunk's weight operands and activations)."""
 VECTOR_REGS = VECTOR_REGISTERS
 KERNEL_PREFIX = "tsar-"
 OP_TEMPS = 2  # registers the OP widening step needs
+AP_TOKENS_ACCUMULATORS = 1  # ap-tokens: every TGEMV loads, accumulates and stores one partial-sum tile
 
 
 @dataclass(frozen=True)
@@ -100,10 +122,44 @@ class KernelPlan:
     # --- register allocation ---------------------------------------------------------------------
     @property
     def groups(self) -> int:
-        """LUT groups live at once (G)."""
+        """LUT groups live at once (G): chunks per token times tokens."""
+        return self.chunk_groups * self.token_groups
+
+    @property
+    def chunk_groups(self) -> int:
+        """LUT groups of one token live at once, one per chunk (``ap-max``: G, else 1)."""
         if self.flow == "ap-max":
             return (VECTOR_REGS - 1) // self.cfg.group_regs
         return 1
+
+    @property
+    def token_groups(self) -> int:
+        """Tokens whose LUT groups live at once (``ap-tokens``: G, one chunk each; else 1)."""
+        if self.flow != "ap-tokens":
+            return 1
+        return self._ap_tokens_groups(self.weights_in_register)
+
+    @property
+    def weights_in_register(self) -> bool:
+        """``ap-tokens``: each weight operand is loaded once into registers and applied to every
+        token's LUT group (when at least two tokens' groups fit beside it); otherwise TGEMV reads it
+        as a memory operand, once per token."""
+        return self.flow == "ap-tokens" and self._ap_tokens_groups(True) >= 2
+
+    def _ap_tokens_groups(self, weights_in_register: bool) -> int:
+        below = self._weight_register_end if weights_in_register else AP_TOKENS_ACCUMULATORS
+        return (VECTOR_REGS - below) // self.cfg.group_regs
+
+    @property
+    def weight_register(self) -> int:
+        """``ap-tokens`` with :attr:`weights_in_register`: first register of the weight operand
+        (after the accumulators, aligned to its register count)."""
+        n = self.cfg.weight_regs
+        return -(-AP_TOKENS_ACCUMULATORS // n) * n
+
+    @property
+    def _weight_register_end(self) -> int:
+        return self.weight_register + self.cfg.weight_regs
 
     @property
     def accumulators(self) -> int:
@@ -111,14 +167,22 @@ class KernelPlan:
         free = VECTOR_REGS - self.groups * self.cfg.group_regs
         if self.flow == "ap-min":
             return 1
+        if self.flow == "ap-tokens":
+            return AP_TOKENS_ACCUMULATORS
         if self.flow == "ap-max":
             return free
         return min(free - OP_TEMPS, self.tiles)
 
     @property
     def token_block(self) -> int:
-        """Tokens processed per block (workspace slots): ``TOKEN_BLOCK`` for ``op-tokens``, else 1."""
-        return TOKEN_BLOCK if self.flow == "op-tokens" else 1
+        """Tokens processed per block (workspace slots): ``TOKEN_BLOCK`` for the token-blocked
+        flows, else 1."""
+        return TOKEN_BLOCK if self.flow in TOKEN_BLOCKED else 1
+
+    def tokens_for_counts(self, n: int) -> int:
+        """Tokens to simulate so that per-token counts equal those of an ``n``-token run (for a
+        whole number of blocks): 1 where every token runs the same code, else one block."""
+        return min(n, self.token_block) if self.token_groups > 1 else min(n, 1)
 
     def group_register(self, g: int) -> int:
         """Base register of LUT group ``g``: groups are packed from the top, aligned."""
@@ -133,20 +197,40 @@ class KernelPlan:
     # --- loop structure --------------------------------------------------------------------------
     @cached_property
     def windows(self) -> tuple[Window, ...]:
-        """The K loop: windows of at most ``widen_every`` chunks, split into batches of ``groups``."""
-        per_window = (self.widen_every // self.groups) * self.groups
+        """The K loop: windows of at most ``widen_every`` chunks, split into batches of
+        ``chunk_groups``."""
+        g = self.chunk_groups
+        per_window = (self.widen_every // g) * g
         out = []
         for start in range(0, self.chunks, per_window):
             n = min(per_window, self.chunks - start)
-            batches = [self.groups] * (n // self.groups) + ([n % self.groups] if n % self.groups else [])
+            batches = [g] * (n // g) + ([n % g] if n % g else [])
             out.append(Window(start, tuple(batches)))
         return tuple(out)
 
+    @property
+    def pass_tiles(self) -> int:
+        """Tiles of one pass over K: OP, the R accumulators; ``ap-tokens``, the tile block whose
+        partial-sum rows of ``token_block`` tokens fit ``PARTIAL_SUM_BYTES``."""
+        if self.flow == "ap-tokens":
+            return min(self.tiles, PARTIAL_SUM_BYTES // (self.token_block * self.tile_partial_bytes))
+        return self.accumulators
+
     @cached_property
     def passes(self) -> tuple[tuple[int, int], ...]:
-        """OP only: ``(first_tile, tiles)`` of each pass over K."""
-        r = self.accumulators
+        """OP and ``ap-tokens``: ``(first_tile, tiles)`` of each pass over K."""
+        r = self.pass_tiles
         return tuple((t, min(r, self.tiles - t)) for t in range(0, self.tiles, r))
+
+    @property
+    def tile_partial_bytes(self) -> int:
+        """Bytes of one tile's int16 partial sums (one accumulator register)."""
+        return self.cfg.m * self.cfg.acc_bits // 8
+
+    @property
+    def tile_acc32_bytes(self) -> int:
+        """Bytes of one tile's int32 sums."""
+        return 4 * self.cfg.m
 
     # --- weight stream ---------------------------------------------------------------------------
     @cached_property
@@ -154,7 +238,7 @@ class KernelPlan:
         """``(tile, chunk)`` index arrays in the order the kernel's TGEMVs read weight operands."""
         tiles: list[np.ndarray] = []
         chunks: list[np.ndarray] = []
-        if self.flow in OUTPUT_PERSISTENT:
+        if self.flow in (*OUTPUT_PERSISTENT, "ap-tokens"):
             for t0, r in self.passes:
                 c, t = np.meshgrid(np.arange(self.chunks), np.arange(t0, t0 + r), indexing="ij")
                 tiles.append(t.ravel())
@@ -173,11 +257,25 @@ class KernelPlan:
     def weight_bytes(self) -> int:
         return self.tiles * self.chunks * self.cfg.weight_bytes
 
+    @property
+    def reuse_bytes(self) -> int:
+        """Weight bytes read by every token of a block before the next ones are read: ``op-tokens``,
+        one pass over K; ``ap-tokens``, one chunk of one tile block; per-token flows, the layer."""
+        wb = self.cfg.weight_bytes
+        if self.flow == "op-tokens":
+            return self.pass_tiles * self.chunks * wb
+        if self.flow == "ap-tokens":
+            return self.pass_tiles * wb
+        return self.weight_bytes
+
     # --- workspace -------------------------------------------------------------------------------
     @property
     def workspace_layout(self) -> dict[str, tuple[int, int]]:
-        """Byte ``(offset, size)`` of each workspace field, 64-byte aligned."""
+        """Byte ``(offset, size)`` of each field of one token's slot, 64-byte aligned
+        (``ap-tokens`` keeps its partial sums in the block's rows instead, :attr:`partials_offset`)."""
         fields = {"xq": self.K, "acc32": 4 * self.M, "partial16": 2 * self.M, "dequant": 4}
+        if self.flow == "ap-tokens":
+            del fields["partial16"]
         layout, offset = {}, 0
         for name, size in fields.items():
             layout[name] = (offset, size)
@@ -191,9 +289,20 @@ class KernelPlan:
         return offset + -(-size // 64) * 64
 
     @property
-    def workspace_bytes(self) -> int:
-        """One slot per token of a block (:attr:`token_block`)."""
+    def partial_row_bytes(self) -> int:
+        """``ap-tokens``: bytes of one token's partial-sum row (one tile block), else 0."""
+        return self.pass_tiles * self.tile_partial_bytes if self.flow == "ap-tokens" else 0
+
+    @property
+    def partials_offset(self) -> int:
+        """Workspace offset of the block's partial-sum rows (``token_block`` rows of
+        :attr:`partial_row_bytes`, contiguous), after the slots."""
         return self.slot_bytes * self.token_block
+
+    @property
+    def workspace_bytes(self) -> int:
+        """One slot per token of a block (:attr:`token_block`), then the partial-sum rows."""
+        return self.partials_offset + self.token_block * self.partial_row_bytes
 
 
 def unsupported_reason(cfg: TsarConfig) -> str | None:
