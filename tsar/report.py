@@ -1,7 +1,8 @@
 """``tsar report``: one HTML page with the comparison's tables and plots (matplotlib, PNG inline).
 
 Sections: the host roofline with every kernel placed on it; T-SAR / TL2 speedups per platform on
-the BitNet-b1.58-2B-4T layers; memory traffic per token (the paper's Figure 9 metric); modelled
+the BitNet-b1.58-2B-4T layers, for decode (GEMV) and for prefill (GEMM at N = 128, token-blocked
+kernels on both sides); memory traffic per token (the paper's Figure 9 metric); modelled
 thread scaling; decode and prefill estimates next to the paper's Table III; the RTL area breakdown
 next to the paper's Table II.
 """
@@ -24,6 +25,7 @@ from tsar.compare import Comparison, compare, modelled, platform_named
 from tsar.console import Steps, detail
 from tsar.counts import simulated_counts
 from tsar.model_eval import ModelEstimate, evaluate
+from tsar.models import PREFILL_TOKENS
 from tsar.sim.platforms import SHIPPED
 
 LAYERS_2B = ((2560, 2560), (6912, 2560), (2560, 6912))  # (M, K): O/QKV-like, gate/up, down
@@ -38,6 +40,7 @@ class ReportData:
     models: list[ModelEstimate]
     area_text: str | None
     area_rows: list | None
+    platform_gemm: dict[str, list[Comparison]] | None = None  # prefill: N = PREFILL_TOKENS per layer
 
 
 def _png(fig: plt.Figure) -> str:
@@ -94,7 +97,7 @@ def roofline_plot(comp: Comparison, bandwidth_gbs: float, roofs: dict[str, float
     return fig
 
 
-def speedup_plot(platform_layers: dict[str, list[Comparison]]) -> plt.Figure:
+def speedup_plot(platform_layers: dict[str, list[Comparison]], phase: str = "GEMV (decode)") -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4))
     shapes = [(c.M, c.K) for c in next(iter(platform_layers.values()))]
     width = 0.8 / len(shapes)
@@ -102,12 +105,12 @@ def speedup_plot(platform_layers: dict[str, list[Comparison]]) -> plt.Figure:
         vals = [next(c for c in comps if (m, k) == (c.M, c.K)) for comps in platform_layers.values()]
         speed = [c.baseline.seconds / c.best_tsar.seconds for c in vals]
         pos = [i + (j - (len(shapes) - 1) / 2) * width for i in range(len(vals))]
-        bars = ax.bar(pos, speed, width, label=f"1x{m}x{k}")
+        bars = ax.bar(pos, speed, width, label=f"{vals[0].N}x{m}x{k}")
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
     ax.set_xticks(range(len(platform_layers)), list(platform_layers))
     ax.axhline(1, color="k", lw=0.8)
     ax.set_ylabel("speedup of the best T-SAR kernel over TL2")
-    ax.set_title("GEMV (decode): best T-SAR kernel over TL2 per layer shape", fontsize=9)
+    ax.set_title(f"{phase}: best T-SAR kernel over TL2 per layer shape", fontsize=9)
     ax.legend(fontsize=8)
     return fig
 
@@ -161,18 +164,23 @@ def area_plot(rows: list) -> plt.Figure:
 def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
             with_area: bool = True) -> ReportData:
     say = progress or (lambda _m: None)
-    total = len(LAYERS_2B) * len(PLATFORMS) + len(REPORT_MODELS) * (len(PLATFORMS) - 1) + with_area
+    total = 2 * len(LAYERS_2B) * len(PLATFORMS) + len(REPORT_MODELS) * (len(PLATFORMS) - 1) + with_area
     step = Steps(total, say)
     inner = detail  # the steps inside each comparison: with -v
 
-    def layer(platform: str, m: int, k: int, **options: int) -> Comparison:
-        step(f"{platform}: layer 1 x {m} x {k} ({'measured natives' if platform == 'host' else 'modelled'})")
-        return compare(1, m, k, platform, progress=inner, **options)
+    def layer(platform: str, m: int, k: int, n: int = 1, **options: int) -> Comparison:
+        step(f"{platform}: layer {n} x {m} x {k} "
+             f"({'measured natives' if platform == 'host' else 'modelled'})")
+        return compare(n, m, k, platform, progress=inner, **options)
 
     host_layers = [layer("host", m, k, repeats=repeats) for m, k in LAYERS_2B]
     platform_layers = {"host": host_layers}
     for name in PLATFORMS[1:]:
         platform_layers[name] = [layer(name, m, k, threads=1) for m, k in LAYERS_2B]
+    platform_gemm = {"host": [layer("host", m, k, PREFILL_TOKENS, repeats=max(3, repeats // 4))
+                              for m, k in LAYERS_2B]}
+    for name in PLATFORMS[1:]:
+        platform_gemm[name] = [layer(name, m, k, PREFILL_TOKENS, threads=1) for m, k in LAYERS_2B]
     models = []
     for model in REPORT_MODELS:
         for name in PLATFORMS[1:]:
@@ -187,7 +195,7 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
         base, tsar = synthesize([(256, ()), (256, (C2S4,))])
         area_rows = area_table(base, tsar)
         area_text = format_area_table(area_rows, "256-bit slice, base vs T-SAR c2s4")
-    return ReportData(host_layers, platform_layers, models, area_text, area_rows)
+    return ReportData(host_layers, platform_layers, models, area_text, area_rows, platform_gemm)
 
 
 def provenance(repeats: int) -> dict[str, str]:
@@ -239,6 +247,10 @@ def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt
            ("speedup", "Speedup over TL2 per platform", speedup_plot(data.platform_layers),
             "".join(_table(c) for name, comps in data.platform_layers.items() if name != "host"
                     for c in comps)),
+           *([("prefill", f"Prefill GEMM (N = {PREFILL_TOKENS}) per platform: token-blocked kernels on both "
+                 "sides", speedup_plot(data.platform_gemm, f"GEMM (prefill, N = {PREFILL_TOKENS})"),
+                 "".join(_table(c) for comps in data.platform_gemm.values() for c in comps))]
+             if data.platform_gemm else []),
            ("traffic", "Memory traffic per token (Figure 9 metric)", traffic_plot(widest), ""),
            ("scaling", "Thread scaling (modelled)",
             scaling_plot(widest.M, widest.K, widest.best_tsar.kernel, PLATFORMS[1:]), ""),

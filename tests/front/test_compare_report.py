@@ -62,8 +62,10 @@ def report(tmp_path_factory):
         kernels = ("tsar-c2s4-op", "tsar-c4s4-op")
         layers = {p: [compare(1, m, k, p, tsar_kernels=kernels) for m, k in ((256, 384), (512, 256))]
                   for p in ("workstation", "mobile")}
+        gemm = {p: [compare(16, 256, 384, p, tsar_kernels=("tsar-c2s4-op-tokens", "tsar-c2s4-op"))]
+                for p in ("workstation", "mobile")}
         data = ReportData(layers["workstation"], layers,
-                          [evaluate("tiny", "mobile", tsar_kernels=kernels)], None, None)
+                          [evaluate("tiny", "mobile", tsar_kernels=kernels)], None, None, gemm)
     path = write(tmp_path_factory.mktemp("report") / "r.html", data)
     return path, data
 
@@ -74,11 +76,12 @@ def test_report_renders_every_plot(report) -> None:
     path, data = report
     tmp_path = path.parent
     page = path.read_text()
-    assert page.count("src='data:image/png;base64,") == 4  # roofline, speedup, traffic, scaling
+    assert page.count("src='data:image/png;base64,") == 5  # roofline, speedup, prefill, traffic, scaling
+    assert "Prefill GEMM (N = 128)" in page and "tsar-c2s4-op-tokens" in page
     assert "Table III" in page and "<td>tiny</td>" in page and "<pre>" not in page  # HTML tables
     for field in ("date", "commit", "cpu", "caches", "native repeats", "seeds"):
         assert f"<th>{field}</th>" in page
-    for stem in ("roofline", "speedup", "traffic", "scaling"):
+    for stem in ("roofline", "speedup", "prefill", "traffic", "scaling"):
         for ext in ("png", "svg"):
             assert (tmp_path / f"r-{stem}.{ext}").stat().st_size > 1000
     assert render(data, bandwidth_gbs=10.0).startswith("<!doctype html>")
