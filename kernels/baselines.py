@@ -6,7 +6,9 @@
 
 Kernels (``KERNELS``): ``tl2``, ``tl1``, ``i2s`` (bitnet.cpp formats), ``dense`` (int8 weights,
 pmaddubsw / vpdpbusd), ``int2`` (Intel's interleaved 2-bit layout, up-convert + pmaddubsw /
-vpdpbusd), ``trit5`` (5 trits per byte; AVX-512 lookups, AVX2 decode). ``threads`` splits output rows
+vpdpbusd), ``trit5`` (5 trits per byte; AVX-512 lookups, AVX2 decode), ``tq1_0`` / ``tq2_0``
+(llama.cpp) and ``iq1_bn`` / ``iq2_bn`` (ik_llama.cpp) on their public block layouts (decode +
+pmaddubsw / vpdpbusd). ``threads`` splits output rows
 (pthreads); the C call releases the GIL. Activations given to ``matmul_int`` must be in [-127, 127]
 (what BitLinear's quantizer produces). A prepared kernel keeps a workspace, so do not call one object
 from several Python threads at once.
@@ -180,7 +182,7 @@ def prepare(name: str, w_t: np.ndarray, w_scale: float = 1.0, **options: int) ->
 
     ``options`` go to the format's ``pack`` (``bm``/``bk`` for tl2 and tl1). Shape rules: tl2 M % 32,
     (K % bk) % 32 == 0; tl1 M % 32, K % 128; i2s K % 128; dense K % 64 and |w| <= 64; int2 M % 32,
-    K % 4; trit5 M % 32.
+    K % 4; trit5 M % 32; tq1_0 / tq2_0 K % 256; iq1_bn / iq2_bn K % 64.
     """
     _check_name(name)
     bm = bk = 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from .formats import i2s, int2_vnni, tl1, tl2, trit5
+from .formats import i2s, int2_vnni, iq1_bn, iq2_bn, tl1, tl2, tq1_0, tq2_0, trit5
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,12 @@ NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
                      simulated=True),
     NativeKernelSpec("trit5", "5 trits per byte (AVX-512 lookup, AVX2 decode)", trit5, "TSAR_TRIT5",
                      compared=False),
+    NativeKernelSpec("tq1_0", "llama.cpp TQ1_0 (base-3, 5 trits per byte, 1.69 b/w)", tq1_0, "TSAR_TQ1_0"),
+    NativeKernelSpec("tq2_0", "llama.cpp TQ2_0 (2-bit, 256-weight blocks, 2.06 b/w)", tq2_0, "TSAR_TQ2_0"),
+    NativeKernelSpec("iq1_bn", "ik_llama.cpp IQ1_BN (base-3, 13-byte blocks, 1.63 b/w)", iq1_bn,
+                     "TSAR_IQ1_BN"),
+    NativeKernelSpec("iq2_bn", "ik_llama.cpp IQ2_BN (2-bit, 64-weight blocks, 2.0 b/w)", iq2_bn,
+                     "TSAR_IQ2_BN"),
 )}
 """Every native kernel, in the order tables list them."""
 

@@ -13,7 +13,7 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ["dispatch.c", "quant.c", "bandwidth.c", "peak.c", "tl2.c", "tl1.c", "i2s.c", "dense.c", "int2.c",
-           "trit5.c"]
+           "trit5.c", "tq.c", "iqbn.c"]
 CFLAGS = ["-O3", "-mavx2", "-mfma", "-std=gnu11", "-fno-strict-aliasing"]
 
 

@@ -33,7 +33,8 @@ typedef struct {
 } tsar_kernel;
 
 extern const tsar_kernel tsar_kernel_tl2, tsar_kernel_tl1, tsar_kernel_i2s, tsar_kernel_dense,
-    tsar_kernel_int2, tsar_kernel_trit5;
+    tsar_kernel_int2, tsar_kernel_trit5, tsar_kernel_tq1_0, tsar_kernel_tq2_0, tsar_kernel_iq1_bn,
+    tsar_kernel_iq2_bn;
 
 static inline size_t tsar_round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 

@@ -10,7 +10,8 @@ void tsar_dequantize(const int32_t *acc, float *y, const float *scales, float w_
 
 static const tsar_kernel *const KERNELS[TSAR_NKERNELS] = {
     &tsar_kernel_tl2, &tsar_kernel_tl1, &tsar_kernel_i2s, &tsar_kernel_dense,
-    &tsar_kernel_int2, &tsar_kernel_trit5};
+    &tsar_kernel_int2, &tsar_kernel_trit5, &tsar_kernel_tq1_0, &tsar_kernel_tq2_0, &tsar_kernel_iq1_bn,
+    &tsar_kernel_iq2_bn};
 
 int tsar_cpu_isa(void) {
     __builtin_cpu_init();

@@ -10,7 +10,8 @@ from tsar.kernels.registry import KERNELS
 from tsar.shapes import parse_shape
 
 NAME = "bench-native"
-HELP = "benchmark the native ternary baseline kernels (TL2, TL1, I2_S, dense int8, int2, 5-trit)"
+HELP = ("benchmark the native ternary baseline kernels (TL2, TL1, I2_S, dense int8, int2, 5-trit, "
+        "TQ1_0, TQ2_0, IQ1_BN, IQ2_BN)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
