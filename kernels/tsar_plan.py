@@ -142,9 +142,10 @@ class KernelPlan:
     @property
     def weights_in_register(self) -> bool:
         """``ap-tokens``: each weight operand is loaded once into registers and applied to every
-        token's LUT group (when at least two tokens' groups fit beside it); otherwise TGEMV reads it
-        as a memory operand, once per token."""
-        return self.flow == "ap-tokens" and self._ap_tokens_groups(True) >= 2
+        token's LUT group (when it fills whole registers and at least two tokens' groups fit beside
+        it); otherwise TGEMV reads it as a memory operand, once per token."""
+        whole = self.cfg.weight_bytes == self.cfg.weight_regs * self.cfg.register_bytes
+        return self.flow == "ap-tokens" and whole and self._ap_tokens_groups(True) >= 2
 
     def _ap_tokens_groups(self, weights_in_register: bool) -> int:
         below = self._weight_register_end if weights_in_register else AP_TOKENS_ACCUMULATORS

@@ -1,15 +1,20 @@
 """Per-layer dataflow selection from simulated instruction and memory-traffic counts.
 
-For a layer shape every candidate T-SAR kernel is simulated once for one token (the kernels' control
+For a layer shape every candidate T-SAR kernel is simulated once, for one token (the kernels' control
 flow does not depend on the data, and tokens run one after another, so counts scale exactly with
-N). The estimate per token is :func:`tsar.sim.timing.predict.predict` on a platform with the chosen
+N), except ``ap-tokens`` where several tokens share each weight operand in registers: it runs one
+block of ``min(N, TOKEN_BLOCK)`` tokens (:meth:`~tsar.kernels.tsar_plan.KernelPlan.tokens_for_counts`)
+and its counts are divided by them. The estimate per token is
+:func:`tsar.sim.timing.predict.predict` on a platform with the chosen
 microarchitecture: the loops of the executed code, each bounded by port pressure, front end, taken
 branches and loop-carried dependency chains (e.g. TGEMV accumulator chains), plus straight-line
 code, combined with the L1D transfer time of all accessed bytes. Weight streaming is added per
-token for ``N`` tokens (:func:`stream_cycles`): every dataflow but ``op-tokens`` reads the layer's
-weights once per token from the level that holds the layer (L3 or DRAM); ``op-tokens`` reads each
-pass's weights from there once per block of tokens and from the cache holding one pass for the
-others, which is what makes it the prefill kernel. For reference the table also shows the
+token for ``N`` tokens (:func:`stream_cycles`): the per-token dataflows read the layer's weights
+once per token from the level that holds the layer (L3 or DRAM); the token-blocked GEMM dataflows
+(``op-tokens``, ``ap-tokens``) read them from there once per block of tokens and, for the block's
+other tokens, from the cache holding what the block reuses (``op-tokens``: one pass over K;
+``ap-tokens``: one chunk of a tile block, in L1), which is what makes them the prefill kernels.
+For reference the table also shows the
 whole-run throughput bounds (ports and issue width over all executed instructions, L1 bytes / 64 B
 per cycle) that the selection used before the timing model existed. The paper's framework picks
 the fastest kernel per layer in the same spirit.
@@ -23,7 +28,7 @@ import numpy as np
 
 from tsar.frames import Tabular
 from tsar.kernel_sim import plan_for, program_for, simulate
-from tsar.kernels.tsar_plan import KernelPlan, kernel_names
+from tsar.kernels.tsar_plan import TOKEN_BLOCK, KernelPlan, kernel_names
 from tsar.sim import Stats
 from tsar.sim.platforms import Platform
 from tsar.sim.timing.adapters import profile_from_counts
@@ -54,6 +59,7 @@ class Candidate:
     predicted_cycles: float | None = None
     bound: str = ""
     stream_cycles: float = 0.0
+    simulated_tokens: int = 1
 
     @property
     def throughput_cycles(self) -> float:
@@ -124,27 +130,31 @@ def _level_bandwidth(plat: Platform, nbytes: float) -> float:
 
 def stream_cycles(plan: KernelPlan, n: int, plat: Platform) -> float:
     """Cycles per token to bring the weights to L1: the layer's weights from the level that holds
-    them, once per token, except that ``op-tokens`` reads one pass's weights from there once per
-    block of ``min(n, token_block)`` tokens and from the level holding one pass for the others."""
+    them, once per token, except that the token-blocked dataflows read them from there once per
+    block of ``min(n, token_block)`` tokens and from the level holding what the block reuses
+    (:attr:`~tsar.kernels.tsar_plan.KernelPlan.reuse_bytes`: ``op-tokens`` one pass over K,
+    ``ap-tokens`` one chunk of a tile block) for the others."""
     layer = plan.weight_bytes
     reuse = min(n, plan.token_block)
     outer = _level_bandwidth(plat, layer)
     if reuse == 1:
         return layer / outer
-    pass_bytes = max(r for _, r in plan.passes) * plan.chunks * plan.cfg.weight_bytes
-    inner = _level_bandwidth(plat, pass_bytes)
+    inner = _level_bandwidth(plat, plan.reuse_bytes)
     return layer / reuse / outer + layer * (1 - 1 / reuse) / inner
 
 
-def estimate(kernel: str, stats: Stats, code_base: int, code: bytes, uarch_name: str) -> Candidate:
-    """Estimate (cycles per token) of one simulated single-token run: the timing model's
-    prediction plus the whole-run throughput bounds for reference."""
+def estimate(kernel: str, stats: Stats, code_base: int, code: bytes, uarch_name: str,
+             tokens: int = 1) -> Candidate:
+    """Estimate (cycles per token) of one simulated run of ``tokens`` tokens: the timing model's
+    prediction plus the whole-run throughput bounds for reference, all divided by ``tokens``."""
     profile = profile_from_counts(code, code_base, stats.per_address, name=kernel)
     bound = core_bound(profile, load_uarch(uarch_name), strict=False)
     vector_bytes = stats.vector_bytes_read + stats.vector_bytes_written
     pred = predict(stats, code, code_base, platform_for(uarch_name))
-    return Candidate(kernel, stats.instructions, stats.tsar_uops, vector_bytes, bound.port_cycles,
-                     bound.frontend_cycles, vector_bytes / L1_BYTES_PER_CYCLE, pred.cycles, pred.bound)
+    return Candidate(kernel, round(stats.instructions / tokens), round(stats.tsar_uops / tokens),
+                     round(vector_bytes / tokens), bound.port_cycles / tokens,
+                     bound.frontend_cycles / tokens, vector_bytes / L1_BYTES_PER_CYCLE / tokens,
+                     pred.cycles / tokens, pred.bound, simulated_tokens=tokens)
 
 
 def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] | None = None,
@@ -153,13 +163,14 @@ def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] | None = None
     kernels = kernel_names() if kernels is None else kernels  # the configurations registered now
     rng = np.random.default_rng(seed)
     w_t = rng.integers(-1, 2, (M, K)).astype(np.int8)
-    x = rng.standard_normal((1, K)).astype(np.float32)
+    x = rng.standard_normal((max(1, min(N, TOKEN_BLOCK)), K)).astype(np.float32)
     out = []
     for kernel in kernels:
         plan = plan_for(kernel, M, K)
-        run = simulate(plan, x, w_t, 1.0)
+        tokens = max(1, plan.tokens_for_counts(N))
+        run = simulate(plan, x[:tokens], w_t, 1.0)
         if not run.exact:
             raise RuntimeError(f"{kernel} disagrees with the reference on {M} x {K}")
-        cand = estimate(kernel, run.stats, run.code_address, program_for(plan).code, uarch)
+        cand = estimate(kernel, run.stats, run.code_address, program_for(plan).code, uarch, tokens)
         out.append(replace(cand, stream_cycles=stream_cycles(plan, N, platform_for(uarch))))
     return Selection(M, K, N, uarch, tuple(out))

@@ -47,7 +47,7 @@ def test_semantics_equal_the_ternary_product(c3s2):
     assert (acc == tile_matvec(c3s2, tiles, act)).all()
 
 
-@pytest.mark.parametrize("flow", ["op", "ap-min", "ap-max"])
+@pytest.mark.parametrize("flow", ["op", "ap-min", "ap-max", "op-tokens", "ap-tokens"])
 def test_generated_kernel_bit_exact_in_the_simulator(c3s2, flow):
     from tsar.kernel_sim import plan_for, simulate
 

@@ -1,10 +1,11 @@
-"""The six T-SAR BitLinear kernels, simulated, bit-exact against the integer reference."""
+"""The T-SAR BitLinear kernels, simulated, bit-exact against the integer reference."""
 
 import numpy as np
 import pytest
 
 from tsar.kernel_sim import KERNEL_NAMES, plan_for, simulate
 from tsar.kernels import quant
+from tsar.kernels.tsar_plan import TOKEN_BLOCKED
 
 # (N, M, K): K multiple of 16 so both configurations take every shape; M = 16 * tiles with tiles
 # not a multiple of the OP pass or AP tile block, to exercise the tail code.
@@ -79,14 +80,47 @@ def test_adversarial_down_projection(kernel: str) -> None:
     assert np.allclose(run.y, 6912.0)
 
 
+@pytest.mark.parametrize("flow", TOKEN_BLOCKED)
 @pytest.mark.parametrize("config", ["c2s4", "c4s4"])
 @pytest.mark.parametrize("n", [8, 32, pytest.param(128, marks=pytest.mark.slow)])
-def test_token_blocked_gemm_bit_exact(config: str, n: int) -> None:
-    """op-tokens over blocks of tokens (32 and 128 cross block boundaries), random and adversarial
-    (all weights +1, activations at +-127 after quantization), in the Python engine."""
+def test_token_blocked_gemm_bit_exact(flow: str, config: str, n: int) -> None:
+    """The GEMM dataflows over blocks of tokens (32 and 128 cross block boundaries), random and
+    adversarial (all weights +1, activations at +-127 after quantization), in the Python engine."""
     m, k = 48, 256
-    plan = plan_for(f"tsar-{config}-op-tokens", m, k)
+    plan = plan_for(f"tsar-{config}-{flow}", m, k)
     x, w_t, w_scale = _layer(np.random.default_rng(n), n, m, k)
     assert simulate(plan, x, w_t, w_scale, memory_stats=False).exact
     x = np.where(np.random.default_rng(1).random((n, k)) < 0.5, 1.0, -1.0).astype(np.float32)
     assert simulate(plan, x, np.ones((m, k), np.int8), 1.0, memory_stats=False).exact
+
+
+@pytest.mark.parametrize("config", ["c2s4", "c4s4"])
+@pytest.mark.parametrize("n", [8, 32, pytest.param(128, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_ap_tokens_widens_at_the_bound(config: str, n: int, sign: int) -> None:
+    """ap-tokens at K = 512 (two int16 windows for both configurations): all weights equal, every
+    activation +-127, so each window reaches its bound and the int32 sums exceed int16."""
+    m, k = 32, 512
+    plan = plan_for(f"tsar-{config}-ap-tokens", m, k)
+    assert len(plan.windows) == 2
+    signs = np.where(np.random.default_rng(n).random((n, 1)) < 0.5, 1.0, -1.0)
+    x = np.broadcast_to(signs, (n, k)).astype(np.float32)
+    run = simulate(plan, x, np.full((m, k), sign, np.int8), 1.0, memory_stats=False)
+    assert run.exact
+    assert np.allclose(run.y, sign * signs * k)  # acc = +-127 * k, dequantized by 1 / 127
+
+
+@pytest.mark.parametrize("config", ["c2s4", "c4s4"])
+def test_ap_tokens_tile_blocks_and_partial_token_groups(config: str) -> None:
+    """33 tiles (a full tile block and a 1-tile remainder) and N = 23 (a block of 16, then 7:
+    every partial group of tokens) in one run; each weight operand is read once per group of
+    tokens whose LUT groups live together, each TLUT once per token, chunk and tile block."""
+    n, m, k = 23, 16 * 33, 64
+    plan = plan_for(f"tsar-{config}-ap-tokens", m, k)
+    assert [tb for _, tb in plan.passes] == [32, 1]
+    x, w_t, w_scale = _layer(np.random.default_rng(5), n, m, k)
+    run = simulate(plan, x, w_t, w_scale, memory_stats=False)
+    assert run.exact
+    cfg = plan.cfg
+    assert run.stats.by_mnemonic[cfg.tgemv_mnemonic] == n * plan.tiles * plan.chunks
+    assert run.stats.by_mnemonic[cfg.tlut_mnemonic] == n * len(plan.passes) * plan.chunks

@@ -7,7 +7,7 @@ from tsar.isa import C2S4, C4S4, pack_tile
 from tsar.isa.assembler import assemble
 from tsar.kernels.formats.tsar import pack_weights, unpack_weights
 from tsar.kernels.tsar_codegen import function_name, generate
-from tsar.kernels.tsar_plan import FLOWS, make_plan
+from tsar.kernels.tsar_plan import FLOWS, PARTIAL_SUM_BYTES, make_plan
 
 PLANS = [(cfg, flow) for cfg in ("c2s4", "c4s4") for flow in FLOWS]
 SHAPES = [(16, 16), (48, 96), (160, 512), (2560, 2560)]
@@ -53,8 +53,31 @@ def test_register_allocation_fits_and_aligns(cfg: str, flow: str) -> None:
     plan = make_plan(cfg, flow, 2560, 2560)
     groups = {plan.group_register(g) + r for g in range(plan.groups) for r in range(plan.cfg.group_regs)}
     accs = set(range(plan.accumulators))
-    assert not groups & accs and max(groups | accs) < 16
+    weights = set()
+    if plan.weights_in_register:
+        weights = set(range(plan.weight_register, plan.weight_register + plan.cfg.weight_regs))
+        assert plan.weight_register % plan.cfg.weight_regs == 0
+    assert not groups & accs and not weights & (groups | accs) and max(groups | accs | weights) < 16
     assert all(plan.group_register(g) % plan.cfg.group_regs == 0 for g in range(plan.groups))
+
+
+@pytest.mark.parametrize("cfg, groups, in_register", [("c2s4", 7, True), ("c4s4", 1, False)])
+def test_ap_tokens_plan_derives_from_the_register_file(cfg: str, groups: int, in_register: bool) -> None:
+    """c2s4: 7 tokens' LUT groups beside the accumulator and a weight register; c4s4: two groups
+    would fill all 16 registers, so one token at a time with memory weight operands. The block's
+    partial-sum rows fit the L1 budget; the stream is tile block by tile block, chunk-major."""
+    plan = make_plan(cfg, "ap-tokens", 16 * 70, 512)
+    assert (plan.token_groups, plan.chunk_groups, plan.groups) == (groups, 1, groups)
+    assert plan.weights_in_register == in_register and plan.accumulators == 1
+    assert plan.token_block * plan.partial_row_bytes <= PARTIAL_SUM_BYTES
+    assert [tb for _, tb in plan.passes] == [32, 32, 6]
+    assert all(w.batches == (1,) * w.chunks for w in plan.windows)
+    tiles, chunks = plan.stream_order
+    first = slice(0, 32 * plan.chunks)
+    assert np.array_equal(chunks[first], np.repeat(np.arange(plan.chunks), 32))
+    assert np.array_equal(tiles[first], np.tile(np.arange(32), plan.chunks))
+    assert plan.reuse_bytes == 32 * plan.cfg.weight_bytes
+    assert plan.tokens_for_counts(128) == (16 if groups > 1 else 1) and plan.tokens_for_counts(3) <= 3
 
 
 @pytest.mark.parametrize("cfg, flow", PLANS)

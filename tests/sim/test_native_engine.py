@@ -10,7 +10,7 @@ import pytest
 
 from tsar.isa import configs
 from tsar.isa.config import TsarConfig
-from tsar.kernels.tsar_plan import kernel_names
+from tsar.kernels.tsar_plan import TOKEN_BLOCKED, kernel_names
 from tsar.paths import kernel_source
 from tsar.sim import Machine, SimulationError
 
@@ -214,12 +214,13 @@ def test_model_run_errors_are_one_line(tmp_path):
         run_model("bitnet-b1.58-2b-4t", 0)
 
 
+@pytest.mark.parametrize("flow", TOKEN_BLOCKED)
 @pytest.mark.parametrize("config", ["c2s4", "c4s4"])
-def test_token_blocked_gemm_at_prefill_sizes(config: str):
-    """op-tokens at N = 8, 32 and 128 on a BitNet-2B-sized layer, random and adversarial."""
+def test_token_blocked_gemm_at_prefill_sizes(config: str, flow: str):
+    """The GEMM dataflows at N = 8, 32 and 128 on a BitNet-2B-sized layer, random and adversarial."""
     from tsar.kernel_sim import plan_for, simulate
 
-    plan = plan_for(f"tsar-{config}-op-tokens", 2560, 2560)
+    plan = plan_for(f"tsar-{config}-{flow}", 2560, 2560)
     rng = np.random.default_rng(3)
     w = rng.integers(-1, 2, (2560, 2560)).astype(np.int8)
     for n in (8, 32, 128):
@@ -229,3 +230,25 @@ def test_token_blocked_gemm_at_prefill_sizes(config: str):
     run = simulate(plan, x, np.ones((2560, 2560), np.int8), 1.0, machine=Machine(engine="native"),
                    memory_stats=False)
     assert run.exact
+
+
+@pytest.mark.parametrize("flow", TOKEN_BLOCKED)
+@pytest.mark.parametrize("config", ["c2s4", "c4s4"])
+@pytest.mark.parametrize("n", [8, 32, 128])
+def test_token_blocked_gemm_ci_sizes(config: str, flow: str, n: int):
+    """The GEMM dataflows on 33 tiles (an ap-tokens tile block and a remainder) x K = 512 (two int16
+    windows): random, then all weights +1 / -1 with every activation at +-127."""
+    from tsar.kernel_sim import plan_for, simulate
+
+    m, k = 16 * 33, 512
+    plan = plan_for(f"tsar-{config}-{flow}", m, k)
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, (n, 1))).astype(np.float32)
+    w = rng.integers(-1, 2, (m, k)).astype(np.int8)
+    assert simulate(plan, x, w, 0.5, machine=Machine(engine="native"), memory_stats=False).exact
+    signs = np.where(rng.random((n, 1)) < 0.5, 1.0, -1.0)
+    x = np.broadcast_to(signs, (n, k)).astype(np.float32)
+    for sign in (1, -1):
+        run = simulate(plan, x, np.full((m, k), sign, np.int8), 1.0, machine=Machine(engine="native"),
+                       memory_stats=False)
+        assert run.exact and np.allclose(run.y, sign * signs * k)
