@@ -20,12 +20,8 @@
 #include "common.h"
 
 #define TR_MAX_D 10
-#ifndef TR_TOKENS
-#define TR_TOKENS 4
-#endif
-#ifndef TR_ROW_BLOCK
+#define TR_TOKENS 4          /* tokens per decoded weight vector (the rows functions' largest group) */
 #define TR_ROW_BLOCK 16
-#endif
 #define TR_UNROLL _Pragma("GCC unroll 16")
 
 static inline size_t tr_act_offset(int D, int s, int d) {
@@ -162,7 +158,7 @@ static inline __attribute__((always_inline)) void tr_rows_avx2(
             for (int r = r0; r < r1; r++) {
                 int32_t res[TR_TOKENS];
                 const uint8_t *row = s->w->w + row_bytes * (size_t)r;
-                if (T >= 4) tr_row_avx2(decode, D, fields4, flush, flush_x4, row, steps, a, 4, res);
+                if (T == 4) tr_row_avx2(decode, D, fields4, flush, flush_x4, row, steps, a, 4, res);
                 else if (T == 3) tr_row_avx2(decode, D, fields4, flush, flush_x4, row, steps, a, 3, res);
                 else if (T == 2) tr_row_avx2(decode, D, fields4, flush, flush_x4, row, steps, a, 2, res);
                 else tr_row_avx2(decode, D, fields4, flush, flush_x4, row, steps, a, 1, res);
@@ -238,7 +234,7 @@ AVX512_TARGET static inline __attribute__((always_inline)) void tr_rows_avx512(
             for (int r = r0; r < r1; r++) {
                 int32_t res[TR_TOKENS];
                 const uint8_t *row = s->w->w + row_bytes * (size_t)r;
-                if (T >= 4) tr_row_avx512(decode, D, row, steps, a, 4, res);
+                if (T == 4) tr_row_avx512(decode, D, row, steps, a, 4, res);
                 else if (T == 3) tr_row_avx512(decode, D, row, steps, a, 3, res);
                 else if (T == 2) tr_row_avx512(decode, D, row, steps, a, 2, res);
                 else tr_row_avx512(decode, D, row, steps, a, 1, res);
