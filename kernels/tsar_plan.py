@@ -29,8 +29,8 @@ Dataflows (paper section III-D):
   a tile block: each weight operand is read once per ``G`` tokens and applied to every token's LUT
   group, each token's int16 partial sums living in its own partial-sum row (load, TGEMV, store as
   ``ap-min``), widened into the token's int32 row after each window. Registers (16): one
-  accumulator, the weight operand when at least two tokens' groups still fit beside it, else
-  none, and ``G`` LUT groups from the top. c2s4 (groups of 2 registers, weights in 1): accumulator
+  accumulator, the weight operand when it fills whole registers and at least two tokens' groups
+  still fit beside it (else none), and ``G`` LUT groups from the top. c2s4 (groups of 2 registers, weights in 1): accumulator
   ymm0, weights ymm1, ``G = 7`` groups in ymm2..ymm15, so each weight operand is loaded ONCE into a
   register and serves 7 tokens. c4s4 (groups of 8, weights in an aligned pair): two groups would
   take all 16 registers, so ``G = 1`` and the weights are a memory operand of every token's TGEMV
