@@ -30,15 +30,16 @@ Dataflows (paper section III-D):
   group, each token's int16 partial sums living in its own partial-sum row (load, TGEMV, store as
   ``ap-min``), widened into the token's int32 row after each window. Registers (16): one
   accumulator, the weight operand when it fills whole registers and at least two tokens' groups
-  still fit beside it (else none), and ``G`` LUT groups from the top. c2s4 (groups of 2 registers, weights in 1): accumulator
-  ymm0, weights ymm1, ``G = 7`` groups in ymm2..ymm15, so each weight operand is loaded ONCE into a
-  register and serves 7 tokens. c4s4 (groups of 8, weights in an aligned pair): two groups would
-  take all 16 registers, so ``G = 1`` and the weights are a memory operand of every token's TGEMV
-  (read from L1 once per token). The partial-sum rows of all ``TOKEN_BLOCK`` tokens share a
-  ``PARTIAL_SUM_BYTES`` L1 budget, which sets the tile block (passes of up to 32 tiles = 512
-  outputs); the LUTs are rebuilt once per tile block. Traffic per token block: every weight operand
-  from memory once (then from L1 for the block's other sub-blocks of ``G`` tokens), partial sums
-  one L1 load and store per TGEMV, activations one TLUT per chunk per tile block.
+  still fit beside it (else none), and ``G`` LUT groups from the top. c2s4 (groups of 2 registers,
+  weights in 1): accumulator ymm0, weights ymm1, ``G = 7`` groups in ymm2..ymm15, so each weight
+  operand is loaded ONCE into a register and serves 7 tokens. c4s4 (groups of 8, weights in an
+  aligned pair): two groups would take all 16 registers, so ``G = 1`` and the weights are a memory
+  operand of every token's TGEMV (read from L1 once per token). The partial-sum rows of all
+  ``TOKEN_BLOCK`` tokens share a ``PARTIAL_SUM_BYTES`` L1 budget, which sets the tile block (passes
+  of up to 32 tiles = 512 outputs); the LUTs are rebuilt once per tile block. Traffic per token
+  block: every weight operand from memory once (then from L1 for the block's other groups of ``G``
+  tokens), partial sums one L1 load and store per TGEMV, activations one TLUT per chunk per tile
+  block.
 
 Overflow: every plan widens int16 accumulators into int32 after at most
 ``cfg.max_tgemv_per_widen()`` TGEMVs per lane (32 for c2s4, 16 for c4s4). Each TGEMV adds at most
