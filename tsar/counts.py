@@ -3,7 +3,7 @@
 Every comparison, model evaluation and report needs the instruction mix and traffic of the same few
 kernels on the same few shapes; simulating them once per machine and reusing the counts keeps those
 commands fast. A cache entry is keyed by kernel, shape and a digest of the exact machine code, so
-a changed kernel is simulated again. Kernels: the six T-SAR BitLinear kernels
+a changed kernel is simulated again. Kernels: the T-SAR BitLinear kernels
 (``tsar-<config>-<flow>``, :mod:`tsar.kernel_sim`) and the native integer cores (``tl2``, ``tl1``,
 ``i2s``, ``int2``, :mod:`tsar.native_sim`).
 """

@@ -65,10 +65,7 @@ static void tile4x2_avx2(const uint8_t *const w[4], const uint8_t *x0, const uin
         const long jend = 32 * (j0 + flush < steps ? j0 + flush : steps);
         long j = 32 * j0 - jend;
         __asm__ volatile(
-            "vpxor %%xmm0, %%xmm0, %%xmm0\n\t" "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"
-            "vpxor %%xmm2, %%xmm2, %%xmm2\n\t" "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"
-            "vpxor %%xmm4, %%xmm4, %%xmm4\n\t" "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"
-            "vpxor %%xmm6, %%xmm6, %%xmm6\n\t" "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
+            TSAR_ASM_ZERO_YMM0_7
             ".p2align 4\n"
             "1:\n\t"
             "vmovdqu (%[w0],%[j]), %%ymm8\n\t"
@@ -87,24 +84,7 @@ static void tile4x2_avx2(const uint8_t *const w[4], const uint8_t *x0, const uin
             "vpmaddubsw %%ymm11, %%ymm13, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm7, %%ymm7\n\t"
             "addq $32, %[j]\n\t"
             "jnz 1b\n\t"
-            "vpcmpeqw %%ymm8, %%ymm8, %%ymm8\n\t"
-            "vpsrlw $15, %%ymm8, %%ymm8\n\t"
-            "vpmaddwd %%ymm8, %%ymm0, %%ymm0\n\t" "vpaddd (%[acc]), %%ymm0, %%ymm0\n\t"
-            "vmovdqu %%ymm0, (%[acc])\n\t"
-            "vpmaddwd %%ymm8, %%ymm1, %%ymm1\n\t" "vpaddd 32(%[acc]), %%ymm1, %%ymm1\n\t"
-            "vmovdqu %%ymm1, 32(%[acc])\n\t"
-            "vpmaddwd %%ymm8, %%ymm2, %%ymm2\n\t" "vpaddd 64(%[acc]), %%ymm2, %%ymm2\n\t"
-            "vmovdqu %%ymm2, 64(%[acc])\n\t"
-            "vpmaddwd %%ymm8, %%ymm3, %%ymm3\n\t" "vpaddd 96(%[acc]), %%ymm3, %%ymm3\n\t"
-            "vmovdqu %%ymm3, 96(%[acc])\n\t"
-            "vpmaddwd %%ymm8, %%ymm4, %%ymm4\n\t" "vpaddd 128(%[acc]), %%ymm4, %%ymm4\n\t"
-            "vmovdqu %%ymm4, 128(%[acc])\n\t"
-            "vpmaddwd %%ymm8, %%ymm5, %%ymm5\n\t" "vpaddd 160(%[acc]), %%ymm5, %%ymm5\n\t"
-            "vmovdqu %%ymm5, 160(%[acc])\n\t"
-            "vpmaddwd %%ymm8, %%ymm6, %%ymm6\n\t" "vpaddd 192(%[acc]), %%ymm6, %%ymm6\n\t"
-            "vmovdqu %%ymm6, 192(%[acc])\n\t"
-            "vpmaddwd %%ymm8, %%ymm7, %%ymm7\n\t" "vpaddd 224(%[acc]), %%ymm7, %%ymm7\n\t"
-            "vmovdqu %%ymm7, 224(%[acc])\n\t"
+            TSAR_ASM_WIDEN_YMM0_7
             : [j] "+r"(j)
             : [w0] "r"(w[0] + jend), [w1] "r"(w[1] + jend), [w2] "r"(w[2] + jend), [w3] "r"(w[3] + jend),
               [x0] "r"(x0 + jend), [x1] "r"(x1 + jend), [acc] "r"(acc)
@@ -152,12 +132,12 @@ static void gemm_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     if (r < m1) gemv_avx2(s, out, r, m1);
 }
 
-/* Horizontal sums of 16 int32 vectors: lane i of the result is the sum of v[i]'s lanes (pairwise
+/* Horizontal sums of 16 int32 vectors: lane 4 g + i of the result is the sum of v[g][i]'s lanes (pairwise
  * unpack-and-add within 128-bit lanes, then across them: ~45 operations instead of 16 reductions). */
-AVX512_TARGET static inline __m512i hsum16_epi32(const __m512i v[16]) {
+AVX512_TARGET static inline __m512i hsum16_epi32(const __m512i v[4][4]) {
     __m512i q[4];
     for (int g = 0; g < 4; g++) {
-        const __m512i *x = v + 4 * g;
+        const __m512i *x = v[g];
         const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(x[0], x[1]), _mm512_unpackhi_epi32(x[0], x[1]));
         const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(x[2], x[3]), _mm512_unpackhi_epi32(x[2], x[3]));
         q[g] = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
@@ -188,7 +168,7 @@ AVX512_TARGET static inline __attribute__((always_inline)) void tile_avx512(
         }
     }
     int32_t sums[16];
-    _mm512_storeu_si512((void *)sums, hsum16_epi32(&acc[0][0]));
+    _mm512_storeu_si512((void *)sums, hsum16_epi32(acc));
     for (int i = 0; i < nr; i++)
         for (int q = 0; q < nt; q++)
             out[(size_t)(t + q) * w->m + r + i] = sums[4 * i + q] - 128 * w->aux[r + i];

@@ -114,10 +114,7 @@ static inline __attribute__((always_inline)) void gemm_fields_avx2(
             long j = 4L * (j0 - j1);   /* to 0 over pointers advanced by 4 j1: add + jnz end the loop */
             const long jend = 4L * j1;
             __asm__ volatile(
-                "vpxor %%xmm0, %%xmm0, %%xmm0\n\t" "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"
-                "vpxor %%xmm2, %%xmm2, %%xmm2\n\t" "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"
-                "vpxor %%xmm4, %%xmm4, %%xmm4\n\t" "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"
-                "vpxor %%xmm6, %%xmm6, %%xmm6\n\t" "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
+                TSAR_ASM_ZERO_YMM0_7
                 ".p2align 4\n"
                 "1:\n\t"
                 "vmovdqa (%[d]), %%ymm8\n\t"
@@ -138,24 +135,7 @@ static inline __attribute__((always_inline)) void gemm_fields_avx2(
                 "addq $4, %[j]\n\t"
                 "jnz 1b\n\t"
                 /* widen: int32 += madd(int16 sums, 1) */
-                "vpcmpeqw %%ymm8, %%ymm8, %%ymm8\n\t"
-                "vpsrlw $15, %%ymm8, %%ymm8\n\t"
-                "vpmaddwd %%ymm8, %%ymm0, %%ymm0\n\t" "vpaddd (%[acc]), %%ymm0, %%ymm0\n\t"
-                "vmovdqu %%ymm0, (%[acc])\n\t"
-                "vpmaddwd %%ymm8, %%ymm1, %%ymm1\n\t" "vpaddd 32(%[acc]), %%ymm1, %%ymm1\n\t"
-                "vmovdqu %%ymm1, 32(%[acc])\n\t"
-                "vpmaddwd %%ymm8, %%ymm2, %%ymm2\n\t" "vpaddd 64(%[acc]), %%ymm2, %%ymm2\n\t"
-                "vmovdqu %%ymm2, 64(%[acc])\n\t"
-                "vpmaddwd %%ymm8, %%ymm3, %%ymm3\n\t" "vpaddd 96(%[acc]), %%ymm3, %%ymm3\n\t"
-                "vmovdqu %%ymm3, 96(%[acc])\n\t"
-                "vpmaddwd %%ymm8, %%ymm4, %%ymm4\n\t" "vpaddd 128(%[acc]), %%ymm4, %%ymm4\n\t"
-                "vmovdqu %%ymm4, 128(%[acc])\n\t"
-                "vpmaddwd %%ymm8, %%ymm5, %%ymm5\n\t" "vpaddd 160(%[acc]), %%ymm5, %%ymm5\n\t"
-                "vmovdqu %%ymm5, 160(%[acc])\n\t"
-                "vpmaddwd %%ymm8, %%ymm6, %%ymm6\n\t" "vpaddd 192(%[acc]), %%ymm6, %%ymm6\n\t"
-                "vmovdqu %%ymm6, 192(%[acc])\n\t"
-                "vpmaddwd %%ymm8, %%ymm7, %%ymm7\n\t" "vpaddd 224(%[acc]), %%ymm7, %%ymm7\n\t"
-                "vmovdqu %%ymm7, 224(%[acc])\n\t"
+                TSAR_ASM_WIDEN_YMM0_7
                 : [d] "+r"(d), [j] "+r"(j)
                 : [a0] "r"(a[0] + jend), [a1] "r"(a[1] + jend), [a2] "r"(a[2] + jend),
                   [a3] "r"(a[3] + jend), [acc] "r"(acc)
