@@ -14,11 +14,11 @@ k int8 activations in [-127, 127], ``out`` m int32, ``work`` 64-byte aligned scr
     int tsar_sim_i2s_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);   /* m % 4 == 0 */
     int tsar_sim_int2_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);
 
-and for n tokens (``a`` n x k, ``out`` n x m; the LUT kernels' ``work`` holds n tables of
-``round_up(work_size, 64)`` bytes; for the others ``work`` is n int32 sums rounded up to 64 bytes
-followed by ``32 k`` bytes of scratch), through the same token-blocked rows functions that run
-natively:
+and for n tokens (``a`` n x k, ``out`` n x m, ``work`` 64-byte aligned scratch of the size
+``*_gemm_work_size`` reports: the LUT kernels' n tables, or the others' n sums and decode buffer),
+through the same token-blocked rows functions that run natively:
 
+    unsigned long tsar_sim_tl2_gemm_work_size(int m, int k, int bm, int bk, int n);   /* every kernel */
     int tsar_sim_tl2_gemm(const uint8_t *w, int m, int k, int bm, int bk, const int8_t *a, int n,
                           void *work, int32_t *out);                      /* likewise tl1 */
     int tsar_sim_i2s_gemm(const uint8_t *w, int m, int k, const int8_t *a, int n, void *work,
@@ -41,7 +41,7 @@ FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-
          "-fno-tree-loop-distribute-patterns", "-std=gnu11", "-DTSAR_SIM=1")
 ENTRY_POINTS = tuple(entry for name in SIMULATED for entry in (
     ([f"tsar_sim_{name}_work_size"] if NATIVE_KERNELS[name].blocked else [])
-    + [f"tsar_sim_{name}_gemv", f"tsar_sim_{name}_gemm"]))
+    + [f"tsar_sim_{name}_gemv", f"tsar_sim_{name}_gemm_work_size", f"tsar_sim_{name}_gemm"]))
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 
 

@@ -71,21 +71,23 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0) -
     out = np.zeros((n, M), np.int32)
     machine = Machine()
     symbols = machine.load_elf(_library())
-    entry = "gemv" if n == 1 else "gemm"
-    tokens = () if n == 1 else (n,)
     try:
         packed = pack_native(kernel, w)
-        if NATIVE_KERNELS[kernel].blocked:
-            work = machine.call(symbols[f"tsar_sim_{kernel}_work_size"], M, K, packed.bm, packed.bk,
-                                returns="u64")
-            table = -(-int(work) // 64) * 64
-            args = (packed.data, M, K, packed.bm, packed.bk, a, *tokens,
-                    np.zeros(table * n + 64, np.uint8), out)
-        else:
-            scratch = (np.zeros(-(-4 * n // 64) * 64 + 32 * K + 64, np.uint8),) if n > 1 else ()
-            args = (packed.data, M, K, a, *tokens, *scratch, out)
     except ValueError as exc:
         raise UserError(f"{kernel} cannot take a {M} x {K} layer: {exc}") from None
+    blocked = NATIVE_KERNELS[kernel].blocked
+    bm, bk = (packed.bm, packed.bk) if blocked else (0, 0)
+    shape = (M, K, bm, bk) if blocked else (M, K)
+
+    def scratch(query: str, *extra: int) -> np.ndarray:
+        """Zeroed work of the size the library's ``query`` entry reports."""
+        size = machine.call(symbols[f"tsar_sim_{kernel}_{query}"], M, K, bm, bk, *extra, returns="u64")
+        return np.zeros(int(size) + 64, np.uint8)
+
+    if n == 1:   # GEMV: the LUT kernels take one token's tables as work, the others nothing
+        entry, args = "gemv", (packed.data, *shape, a, *([scratch("work_size")] if blocked else []), out)
+    else:        # GEMM: every kernel takes work of the size its entry reports
+        entry, args = "gemm", (packed.data, *shape, a, n, scratch("gemm_work_size", n), out)
     rc = machine.call(symbols[f"tsar_sim_{kernel}_{entry}"], *args, returns="i32", memory_stats=True)
     if rc != 0:
         raise UserError(f"{kernel} rejected the {M} x {K} layer (return code {rc})")

@@ -86,7 +86,11 @@ static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
         rows_avx2(&s, out, 0, m);                                                                  \
         return 0;                                                                                  \
     }                                                                                              \
-    /* n tokens a[n][k] -> out[n][m]; work holds n tables of round_up(work_size, 64) bytes */     \
+    /* n tokens a[n][k] -> out[n][m]; work: tsar_sim_NAME_gemm_work_size() bytes, n tables */    \
+    unsigned long tsar_sim_##NAME##_gemm_work_size(int m, int k, int bm, int bk, int n) {          \
+        const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
+        return (unsigned long)(tsar_round_up(prep_size(&w), TSAR_ALIGN) * (size_t)n);              \
+    }                                                                                              \
     int tsar_sim_##NAME##_gemm(const uint8_t *wp, int m, int k, int bm, int bk, const int8_t *a,   \
                                int n, void *work, int32_t *out) {                                  \
         const tsar_weights w = {wp, 0, m, k, bm, bk};                                              \
@@ -108,8 +112,13 @@ static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
         rows_avx2(&s, out, 0, m);                                                                  \
         return 0;                                                                                  \
     }                                                                                              \
-    /* n tokens a[n][k] -> out[n][m]; work (64-byte aligned): n int32 sums rounded up to 64     \
-     * bytes, then TSAR_SIM_GEMM_SCRATCH(k) bytes that the rows function may use (as prep) */    \
+    /* n tokens a[n][k] -> out[n][m]; work (64-byte aligned, tsar_sim_NAME_gemm_work_size()     \
+     * bytes): n int32 sums rounded up to 64 bytes, then TSAR_SIM_GEMM_SCRATCH(k) bytes that the   \
+     * rows function may use (as prep). m, bm and bk are unused: one signature for every kernel. */ \
+    unsigned long tsar_sim_##NAME##_gemm_work_size(int m, int k, int bm, int bk, int n) {          \
+        (void)m; (void)bm; (void)bk;                                                               \
+        return (unsigned long)(tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN) + TSAR_SIM_GEMM_SCRATCH(k)); \
+    }                                                                                              \
     int tsar_sim_##NAME##_gemm(const uint8_t *wp, int m, int k, const int8_t *a, int n,            \
                                void *work, int32_t *out) {                                         \
         const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
