@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
 # Position of row r (0..31) inside a 32-byte TL1/TL2 tile: rows 0-7, 16-23, 8-15, 24-31, so that
 # AVX2 unpacklo/unpackhi (which work per 128-bit lane) yield rows 0-15 and 16-31 in order.
 TILE_ROW_ORDER = np.array([0, 2, 1, 3])
+
+
+@dataclass(frozen=True)
+class RowBlockWeights:
+    """Packed weights stored row after row (flat uint8 ``data``): each of the M rows is a header of
+    ``ROW_HEADER_BYTES`` (a row scale, or nothing) and then K / ``BLOCK`` blocks of ``BLOCK_BYTES``
+    bytes. Each row-major block format sets the three constants."""
+
+    BLOCK: ClassVar[int]
+    BLOCK_BYTES: ClassVar[int]
+    ROW_HEADER_BYTES: ClassVar[int] = 0
+
+    data: np.ndarray
+    m: int
+    k: int
+
+    @property
+    def row_bytes(self) -> int:
+        return self.ROW_HEADER_BYTES + self.k // self.BLOCK * self.BLOCK_BYTES
+
+    @property
+    def nbytes(self) -> int:
+        return self.m * self.row_bytes
 
 
 def check_ternary(w: np.ndarray, name: str) -> np.ndarray:

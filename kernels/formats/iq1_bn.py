@@ -28,11 +28,12 @@ Checked byte for byte against ``quantize_row_iq1_bn_ref`` of ik_llama.cpp at com
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from . import _base3
-from ._common import check_multiple, check_ternary
+from ._common import RowBlockWeights, check_multiple, check_ternary
 from .iq2_bn import row_scales
 
 BLOCK = 64
@@ -41,20 +42,12 @@ ROW_SCALE_BYTES = 2
 
 
 @dataclass(frozen=True)
-class IQ1BNWeights:
+class IQ1BNWeights(RowBlockWeights):
     """Packed IQ1_BN weights: M rows of 2 + 13 K/64 bytes (uint8)."""
 
-    data: np.ndarray
-    m: int
-    k: int
-
-    @property
-    def row_bytes(self) -> int:
-        return ROW_SCALE_BYTES + self.k // BLOCK * BLOCK_BYTES
-
-    @property
-    def nbytes(self) -> int:
-        return self.m * self.row_bytes
+    BLOCK: ClassVar[int] = BLOCK
+    BLOCK_BYTES: ClassVar[int] = BLOCK_BYTES
+    ROW_HEADER_BYTES: ClassVar[int] = ROW_SCALE_BYTES
 
     @property
     def scales(self) -> np.ndarray:

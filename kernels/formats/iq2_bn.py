@@ -23,10 +23,11 @@ Checked byte for byte against ``quantize_row_iq2_bn_ref`` of ik_llama.cpp at com
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from ._common import check_multiple, check_ternary
+from ._common import RowBlockWeights, check_multiple, check_ternary
 
 BLOCK = 64
 BLOCK_BYTES = 16
@@ -41,20 +42,12 @@ def row_scales(w: np.ndarray, scale: float) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class IQ2BNWeights:
+class IQ2BNWeights(RowBlockWeights):
     """Packed IQ2_BN weights: M rows of 4 + K/4 bytes (uint8)."""
 
-    data: np.ndarray
-    m: int
-    k: int
-
-    @property
-    def row_bytes(self) -> int:
-        return ROW_SCALE_BYTES + self.k // BLOCK * BLOCK_BYTES
-
-    @property
-    def nbytes(self) -> int:
-        return self.m * self.row_bytes
+    BLOCK: ClassVar[int] = BLOCK
+    BLOCK_BYTES: ClassVar[int] = BLOCK_BYTES
+    ROW_HEADER_BYTES: ClassVar[int] = ROW_SCALE_BYTES
 
     @property
     def scales(self) -> np.ndarray:

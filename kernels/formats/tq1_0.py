@@ -25,11 +25,12 @@ Checked byte for byte against ``quantize_row_tq1_0_ref`` of llama.cpp at commit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from . import _base3
-from ._common import check_multiple, check_ternary
+from ._common import RowBlockWeights, check_multiple, check_ternary
 from .tq2_0 import block_scales
 
 BLOCK = 256
@@ -37,20 +38,11 @@ BLOCK_BYTES = 54
 
 
 @dataclass(frozen=True)
-class TQ1Weights:
+class TQ1Weights(RowBlockWeights):
     """Packed TQ1_0 weights: M rows of K/256 blocks of 54 bytes (uint8)."""
 
-    data: np.ndarray
-    m: int
-    k: int
-
-    @property
-    def row_bytes(self) -> int:
-        return self.k // BLOCK * BLOCK_BYTES
-
-    @property
-    def nbytes(self) -> int:
-        return self.m * self.row_bytes
+    BLOCK: ClassVar[int] = BLOCK
+    BLOCK_BYTES: ClassVar[int] = BLOCK_BYTES
 
     @property
     def scales(self) -> np.ndarray:

@@ -21,10 +21,11 @@ Checked byte for byte against ``quantize_row_tq2_0_ref`` of llama.cpp at commit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from ._common import check_multiple, check_ternary
+from ._common import RowBlockWeights, check_multiple, check_ternary
 
 BLOCK = 256
 BLOCK_BYTES = 66
@@ -41,20 +42,11 @@ def block_scales(w: np.ndarray, scale: float, block: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class TQ2Weights:
+class TQ2Weights(RowBlockWeights):
     """Packed TQ2_0 weights: M rows of K/256 blocks of 66 bytes (uint8)."""
 
-    data: np.ndarray
-    m: int
-    k: int
-
-    @property
-    def row_bytes(self) -> int:
-        return self.k // BLOCK * BLOCK_BYTES
-
-    @property
-    def nbytes(self) -> int:
-        return self.m * self.row_bytes
+    BLOCK: ClassVar[int] = BLOCK
+    BLOCK_BYTES: ClassVar[int] = BLOCK_BYTES
 
     @property
     def scales(self) -> np.ndarray:
