@@ -6,7 +6,7 @@ For one layer shape (N tokens x M outputs x K inputs) and one platform:
   (:func:`tsar.sim.timing.predict.predict`) on the platform. The per-token dataflows are simulated
   on one token and scaled by N (they run tokens one after another and re-stream their weights); for
   N > 1 the token-blocked GEMM dataflows are simulated on one block of ``GEMM_BLOCK`` tokens and
-  scaled by N / GEMM_BLOCK;
+  scaled by N / GEMM_BLOCK (:mod:`tsar.layer_time`, the estimator the dataflow selection uses too);
 * native baselines: on ``host`` *measured* natively (quantization and dequantization included, as
   for T-SAR; for N > 1 their token-blocked GEMM loops run); on the other platforms *modelled* from
   the simulated counts of the same C code's integer core, one token for N = 1 and one block of
@@ -23,15 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tsar.console import Steps
-from tsar.counts import GEMM_BLOCK, TSAR_PREFIX, KernelCounts, simulated_counts
 from tsar.errors import UserError
 from tsar.frames import Tabular
 from tsar.kernel_sim import KERNEL_NAMES
 from tsar.kernels.registry import COMPARED
+from tsar.layer_time import counts_for, modelled, platform_named
 from tsar.native_sim import NATIVE_SIM_KERNELS
-from tsar.sim.platforms import Platform, host, load
-from tsar.sim.timing.memory import linear_streams
-from tsar.sim.timing.predict import predict
 
 BASELINE = "tl2"
 MEASURED_NATIVE = COMPARED
@@ -114,36 +111,6 @@ class Comparison(Tabular):
 
 def _fmt_time(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} us"
-
-
-def platform_named(name: str) -> Platform:
-    return host() if name == "host" else load(name)
-
-
-def modelled(c: KernelCounts, platform: Platform, n: int, threads: int,
-             weight_footprint: float | None = None) -> tuple[float, str]:
-    """Seconds for ``n`` tokens and the bound, from one simulated token or block of ``c.tokens``
-    tokens (scaled by ``n / c.tokens``). ``weight_footprint``: bytes of weights touched between two
-    reads of this layer's weights (default: this layer's; in decode, the whole model's, so that
-    weights come from wherever the model fits)."""
-    streams = linear_streams(c.M, c.K, c.tokens, weight_bits=8.0 * c.weight_bytes / (c.M * c.K),
-                             weight_footprint=weight_footprint)
-    p = predict(c.stats, c.code, c.code_address, platform, threads=threads, streams=streams)
-    return n / c.tokens * p.seconds, p.bound
-
-
-def token_blocked(kernel: str, M: int, K: int) -> bool:
-    """Whether a T-SAR kernel is a token-blocked GEMM dataflow (weights serve a block of tokens)."""
-    from tsar.kernel_sim import plan_for
-
-    return plan_for(kernel, M, K).token_block > 1
-
-
-def counts_for(kernel: str, N: int, M: int, K: int) -> KernelCounts:
-    """The counts a time for ``N`` tokens is modelled from: one token for GEMV and for the per-token
-    dataflows, one block of ``min(N, GEMM_BLOCK)`` tokens for GEMM kernels when N > 1."""
-    gemm = N > 1 and (not kernel.startswith(TSAR_PREFIX) or token_blocked(kernel, M, K))
-    return simulated_counts(kernel, M, K, tokens=min(N, GEMM_BLOCK) if gemm else 1)
 
 
 def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,

@@ -15,18 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tsar.compare import counts_for, modelled, platform_named
 from tsar.console import Steps
 from tsar.counts import simulated_counts
 from tsar.frames import Tabular
 from tsar.kernel_sim import KERNEL_NAMES
+from tsar.layer_time import counts_for, modelled, platform_named
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
 
 
 @dataclass(frozen=True)
 class LayerEstimate:
     """One matrix: decode times (weights streamed from where the whole model fits) and prefill
-    times per token (the layer's weights re-read from where the layer fits, token after token)."""
+    times per token (GEMM: the token-blocked kernels' weights read from where the layer fits once
+    per block of tokens), each with the fastest T-SAR kernel for it."""
 
     shape: LinearShape
     tsar_kernel: str
@@ -34,6 +35,7 @@ class LayerEstimate:
     tl2_seconds: float   # decode, one token
     tsar_prefill_seconds: float  # prefill, per token
     tl2_prefill_seconds: float   # prefill, per token
+    tsar_prefill_kernel: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def evaluate(model: str, platform: str, *, threads: int | None = None,
         best = min(tsar_kernels, key=decode.get)
         best_prefill = min(tsar_kernels, key=prefill.get)
         estimates.append(LayerEstimate(shape, best, decode[best], decode["tl2"], prefill[best_prefill],
-                                       prefill["tl2"]))
+                                       prefill["tl2"], best_prefill))
     return ModelEstimate(cfg.name, platform, threads, cfg.layers, tuple(estimates))
 
 

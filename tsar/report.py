@@ -21,9 +21,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from tsar.compare import Comparison, compare, modelled, platform_named
+from tsar.compare import Comparison, compare
 from tsar.console import Steps, detail
 from tsar.counts import simulated_counts
+from tsar.layer_time import modelled, platform_named
 from tsar.model_eval import ModelEstimate, evaluate
 from tsar.models import PREFILL_TOKENS
 from tsar.sim.platforms import SHIPPED

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model and args.shape:
         raise UserError("--model and --shape exclude each other (a model has its own shapes)")
     if args.threads is not None:
-        from tsar.compare import platform_named
+        from tsar.layer_time import platform_named
 
         available = os.cpu_count() or 1
         if args.platform != "host":

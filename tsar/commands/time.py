@@ -69,7 +69,7 @@ def _label(report, base: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tsar.compare import platform_named
+    from tsar.layer_time import platform_named
     from tsar.sim import Machine
     from tsar.sim.timing.predict import predict
 
