@@ -31,27 +31,52 @@ SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 _HOST: dict[bool, Platform] = {}
 
 
-def uarch_for_cpu(vendor: str, family: int, model: int) -> tuple[str, bool, str]:
-    """(data set, is_proxy, note) for a CPU identified by CPUID vendor/family/model."""
+# CPUID (family, model) -> data set. Sources: Intel SDM vol. 4 table 2-1 (DisplayFamily_DisplayModel),
+# AMD processor revision guides (family 17h/19h/1Ah model ranges).
+_INTEL6: dict[int, tuple[str, bool, str]] = {
+    **{m: ("haswell", False, "Haswell") for m in (60, 63, 69, 70)},
+    **{m: ("haswell", True, "Broadwell: Haswell data as proxy") for m in (61, 71, 79, 86)},
+    **{m: ("skylake", False, "Skylake client family (Skylake/Kaby/Coffee/Comet Lake)")
+       for m in (78, 94, 142, 158, 165, 166)},
+    **{m: ("icelake", False, "Sunny Cove (Ice Lake)") for m in (106, 108, 125, 126)},
+    **{m: ("tigerlake", False, "Willow Cove (Tiger Lake)") for m in (140, 141)},
+    167: ("rocketlake", False, "Cypress Cove (Rocket Lake)"),
+    **{m: ("alderlakep", False, "Alder/Raptor Lake P-core (Golden Cove class)")
+       for m in (151, 154, 183, 186, 191)},
+    143: ("alderlakep", True, "Sapphire Rapids: Golden Cove core"),
+    207: ("alderlakep", True, "Emerald Rapids: Raptor Cove core (Golden Cove class)"),
+    **{m: ("alderlakep", True, "Meteor/Arrow/Lunar Lake P-core: Golden Cove data as proxy")
+       for m in (170, 172, 189, 197, 198)},
+    190: ("alderlake", False, "Alder Lake-N / Twin Lake: Gracemont E-cores"),
+    **{m: ("alderlake", True, "Tremont-class Atom: Gracemont data as proxy") for m in (134, 150, 156)},
+}
+_AMD: dict[int, tuple[tuple[range, str, bool, str], ...]] = {
+    0x17: ((range(0x30, 0x80), "zen2", False, "Zen 2"), (range(0x90, 0xB0), "zen2", False, "Zen 2"),
+           (range(0x00, 0x30), "zen2", True, "Zen / Zen+: Zen 2 data as proxy")),
+    0x19: ((range(0x00, 0x10), "zen3", False, "Zen 3"), (range(0x20, 0x60), "zen3", False, "Zen 3"),
+           (range(0x10, 0x20), "zen4", False, "Zen 4"), (range(0x60, 0x80), "zen4", False, "Zen 4"),
+           (range(0xA0, 0xB0), "zen4", False, "Zen 4c")),
+    0x1A: ((range(0x00, 0x100), "zen4", True, "Zen 5: Zen 4 data as proxy (no Zen 5 measurements exist)"),),
+}
+
+
+def uarch_for_cpu(vendor: str, family: int, model: int, stepping: int = 0) -> tuple[str, bool, str]:
+    """(data set, is_proxy, note) for a CPU identified by CPUID vendor, display family, display
+    model and stepping (Skylake-SP and Cascade Lake share model 85: stepping >= 5 is Cascade
+    Lake). Unknown CPUs get the data set of their vendor's newest core, flagged as a proxy."""
     if vendor == "GenuineIntel" and family == 6:
-        if model in (143, 207, 151, 154, 183, 186, 191):
-            notes = {143: "Sapphire Rapids: Golden Cove core",
-                     207: "Emerald Rapids: Raptor Cove core (Golden Cove class)"}
-            return "alderlakep", model in (143, 207), notes.get(
-                model, "Alder/Raptor Lake P-core (Golden Cove class)")
-        if model in (106, 108, 125, 126, 140, 141):
-            return "icelake", False, "Sunny/Willow Cove"
-        if model in (190, 150, 156):
-            return "alderlake", False, "Gracemont-class E-core"
-        if model in (85, 78, 94, 142, 158, 165, 166):
-            return "skylake", False, "Skylake family"
+        if model == 85:
+            if stepping >= 10:
+                return "cascadelake", True, "Cooper Lake: Cascade Lake data as proxy"
+            return ("cascadelake", False, "Cascade Lake") if stepping >= 5 else (
+                "skylakex", False, "Skylake-SP")
+        if model in _INTEL6:
+            return _INTEL6[model]
         return "alderlakep", True, f"unknown Intel model {model}: Golden Cove data as proxy"
     if vendor == "AuthenticAMD":
-        zen4_models = (range(0x10, 0x20), range(0x60, 0x80), range(0xA0, 0xB0))
-        if family == 0x19 and any(model in r for r in zen4_models):
-            return "zen4", False, "Zen 4"
-        if family == 0x1A:
-            return "zen4", True, "Zen 5: Zen 4 data as proxy (no Zen 5 measurements exist)"
+        for models, name, proxy, note in _AMD.get(family, ()):
+            if model in models:
+                return name, proxy, note
         return "zen4", True, f"AMD family {family:#x} model {model:#x}: Zen 4 data as proxy"
     return "alderlakep", True, f"unknown CPU {vendor} {family}/{model}: Golden Cove data as proxy"
 
@@ -217,7 +242,8 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
     info = _cpuinfo()
     vendor = info.get("vendor_id", "")
     family, model = int(info.get("cpu family", "0") or 0), int(info.get("model", "0") or 0)
-    uarch, proxy, note = uarch_for_cpu(vendor, family, model)
+    stepping = int(info.get("stepping", "0") or 0) if info.get("stepping", "").isdigit() else 0
+    uarch, proxy, note = uarch_for_cpu(vendor, family, model, stepping)
     flags = set(info.get("flags", "").split())
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     tpc = _threads_per_core()

@@ -23,7 +23,8 @@ from pathlib import Path
 from .cores import CoreDescription, core_description
 from .ports import add_usage, format_usage, parse_usage
 
-UARCHES = ("zen4", "alderlakep", "alderlake", "icelake", "skylake")
+UARCHES = ("zen4", "zen3", "zen2", "alderlakep", "alderlake", "icelake", "tigerlake", "rocketlake",
+           "skylake", "skylakex", "cascadelake", "haswell")
 SOURCE = {
     "data": "uops.info measurements (Abel & Reineke), as CSV in the AssemblyStats project",
     "repository": "https://github.com/ashvardanian/AssemblyStats",

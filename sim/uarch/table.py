@@ -13,7 +13,8 @@ from importlib import resources
 from .cores import CoreDescription, core_description
 from .ports import add_usage, parse_usage
 
-UARCH_NAMES = ("zen4", "alderlakep", "alderlake", "icelake", "skylake")
+UARCH_NAMES = ("zen4", "zen3", "zen2", "alderlakep", "alderlake", "icelake", "tigerlake", "rocketlake",
+               "skylake", "skylakex", "cascadelake", "haswell")
 
 
 class UarchDataMissing(KeyError):

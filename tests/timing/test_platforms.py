@@ -87,6 +87,38 @@ def test_uarch_for_cpu_mapping() -> None:
     assert (name, proxy) == ("zen4", True)
 
 
+@pytest.mark.parametrize(("vendor", "family", "model", "stepping", "expected"), [
+    ("AuthenticAMD", 0x19, 0x01, 1, ("zen3", False)),    # EPYC Milan
+    ("AuthenticAMD", 0x19, 0x21, 0, ("zen3", False)),    # Ryzen 5000 Vermeer
+    ("AuthenticAMD", 0x19, 0x44, 0, ("zen3", False)),    # Rembrandt (Zen 3+)
+    ("AuthenticAMD", 0x19, 0x61, 0, ("zen4", False)),    # Raphael
+    ("AuthenticAMD", 0x19, 0x74, 0, ("zen4", False)),    # Phoenix (Ryzen 7840U)
+    ("AuthenticAMD", 0x17, 0x31, 0, ("zen2", False)),    # EPYC Rome
+    ("AuthenticAMD", 0x17, 0x01, 0, ("zen2", True)),     # Zen 1: proxy
+    ("GenuineIntel", 6, 63, 2, ("haswell", False)),
+    ("GenuineIntel", 6, 79, 1, ("haswell", True)),       # Broadwell-EP: proxy
+    ("GenuineIntel", 6, 85, 4, ("skylakex", False)),
+    ("GenuineIntel", 6, 85, 7, ("cascadelake", False)),
+    ("GenuineIntel", 6, 85, 11, ("cascadelake", True)),  # Cooper Lake
+    ("GenuineIntel", 6, 140, 1, ("tigerlake", False)),
+    ("GenuineIntel", 6, 167, 1, ("rocketlake", False)),
+    ("GenuineIntel", 6, 106, 6, ("icelake", False)),
+    ("GenuineIntel", 6, 158, 10, ("skylake", False)),
+    ("GenuineIntel", 6, 190, 0, ("alderlake", False)),   # Intel N250 class
+    ("GenuineIntel", 6, 151, 2, ("alderlakep", False)),
+])
+def test_uarch_for_cpu_families(vendor: str, family: int, model: int, stepping: int,
+                                expected: tuple[str, bool]) -> None:
+    from tsar.sim import uarch
+    from tsar.sim.platforms.detect import uarch_for_cpu
+
+    name, proxy, _ = uarch_for_cpu(vendor, family, model, stepping)
+    assert (name, proxy) == expected
+    u = uarch.load(name)  # every mapped data set ships and times the kernels' key forms
+    assert u.lookup("vpshufb", ("ymm", "ymm", "ymm")).recip_throughput > 0
+    assert uarch.timing_of(u, "tgemv8x16", ("ymm", "ymm", "m256")).uops >= 1
+
+
 def test_host_detection_without_measurement() -> None:
     h = platforms.host(measure=False)
     assert h.name == "host" and h.core.cores >= 1 and h.caches[0].name == "L1D"
