@@ -89,12 +89,16 @@ class Machine:
     def __new__(cls, *args: object, engine: str = "python", **kwargs: object):
         """``engine="python"`` (this class) or ``"native"`` (a
         :class:`~tsar.sim.native_engine.NativeMachine`: the host runs the code, T-SAR instructions
-        through rewritten stubs)."""
+        through rewritten stubs) or ``"proxy"`` (a :class:`~tsar.sim.proxy.ProxyMachine`: T-SAR
+        instructions replaced by uop-equivalent AVX2 for timing; results meaningless)."""
+        if engine == "proxy":
+            from .proxy import ProxyMachine
+            return ProxyMachine(**{k: v for k, v in kwargs.items() if k in _NATIVE_OPTIONS})
         if engine == "native":
             from .native_engine import NativeMachine
             return NativeMachine(**{k: v for k, v in kwargs.items() if k in _NATIVE_OPTIONS})
         if engine != "python":
-            raise SimulationError("argument", f"unknown engine '{engine}' (expected python or native)")
+            raise SimulationError("argument", f"unknown engine '{engine}' (expected python, native or proxy)")
         return super().__new__(cls)
 
     def __init__(self, *, code_size: int = 16 << 20, data_size: int = 512 << 20,
