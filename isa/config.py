@@ -11,24 +11,41 @@ each).
 Variant axes (DESIGN.md section 3) are fields with the paper's choices as defaults; every layer asks
 the configuration (``word_index``, ``code_field``, ``acc_bits``, ...) instead of restating them:
 
-* ``lut_layout``: ``"full"`` = per block the D table then the S table (:data:`LUT_LAYOUTS` lists
-  the layouts and the tables each stores);
+* ``lut_layout``: ``"full"`` = per block the D table then the S table; ``"compact"`` = the S table
+  only, TGEMV deriving ``D[p] = 2*S[p] - S[2^c-1]`` (:data:`LUT_LAYOUTS` lists the layouts and the
+  tables each stores, :meth:`TsarConfig.tgemv_terms` the lookups TGEMV makes per code);
 * ``lut_bits``: width of one LUT entry; ``acc_bits``: width of one TGEMV accumulator lane
-  (``m = vector_bits / acc_bits``);
+  (``m = vector_bits / acc_bits``; 32: int32 lanes that never need widening);
 * ``weight_code``: ``"split"`` = the paper's ``idxD | idxS << c`` codes of ``2c`` bits.
+
+A configuration whose axes differ from the paper's carries a mnemonic suffix
+(:attr:`TsarConfig.variant_suffix`: ``c`` compact LUT, ``d`` int32 accumulators), so that its
+instructions never share a mnemonic with the paper's (``tlut2x4c`` / ``tgemv8x16c``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 
 VECTOR_REGISTERS = 16
 """Vector registers a VEX encoding addresses (xmm/ymm 0..15)."""
 
-LUT_LAYOUTS: dict[str, tuple[str, ...]] = {"full": ("D", "S")}
+LUT_LAYOUTS: dict[str, tuple[str, ...]] = {"full": ("D", "S"), "compact": ("S",)}
 """LUT layouts and the tables each stores per block, in word order (``"full"``: ``D_b`` then
-``S_b``, ``2^c`` entries each)."""
+``S_b``, ``2^c`` entries each; ``"compact"``: ``S_b`` only)."""
+
+TGEMV_TERMS: dict[str, tuple[tuple[str, str, int], ...]] = {
+    "full": (("D", "idxD", 1), ("S", "idxS", -1)),
+    "compact": (("S", "idxD", 2), ("S", "all", -1), ("S", "idxS", -1)),
+}
+"""Per LUT layout, the lookups one TGEMV makes per weight code: ``(table, index, coefficient)``,
+``index`` being ``"idxD"`` / ``"idxS"`` (the code's fields) or ``"all"`` (pattern ``2^c - 1``).
+The code's contribution is ``sum coefficient * table[index]``: ``D[idxD] - S[idxS]`` in full, and
+``2*S[idxD] - S[2^c-1] - S[idxS]`` in compact (``D[p] = 2*S[p] - S[2^c-1]``)."""
+
+VARIANT_TAGS: dict[tuple[str, object], str] = {("lut_layout", "compact"): "c", ("acc_bits", 32): "d"}
+"""Mnemonic suffix letter of each non-default variant-axis value (:attr:`TsarConfig.variant_suffix`)."""
 
 WEIGHT_CODES: dict[str, str] = {"split": "idxD | idxS << c (2c bits per block)"}
 """Weight-code formats of the TGEMV operand."""
@@ -209,6 +226,17 @@ class TsarConfig:
         """The weight code of ``(idxD, idxS)``; inverse of :meth:`code_indices`."""
         return idx_d | idx_s << self.c
 
+    def tgemv_terms(self) -> tuple[tuple[str, str, int], ...]:
+        """The lookups TGEMV makes per weight code (:data:`TGEMV_TERMS` of the LUT layout)."""
+        return TGEMV_TERMS[self.lut_layout]
+
+    def term_pattern(self, index: str, code: int) -> int:
+        """The pattern a term with ``index`` (``"idxD"``, ``"idxS"``, ``"all"``) looks up for ``code``."""
+        if index == "all":
+            return self.patterns - 1
+        idx_d, idx_s = self.code_indices(code)
+        return idx_d if index == "idxD" else idx_s
+
     @property
     def output_code_bits(self) -> int:
         """Bits of weight codes per output lane (``s * 2c``)."""
@@ -263,12 +291,22 @@ class TsarConfig:
 
     # --- mnemonics -------------------------------------------------------------------------------
     @property
+    def variant_suffix(self) -> str:
+        """Mnemonic suffix naming the non-default variant axes (:data:`VARIANT_TAGS`), "" for the
+        paper's choices."""
+        return "".join(tag for (axis, value), tag in VARIANT_TAGS.items() if getattr(self, axis) == value)
+
+    @property
     def tlut_mnemonic(self) -> str:
-        return f"tlut{self.c}x{self.s}"
+        return f"tlut{self.c}x{self.s}{self.variant_suffix}"
 
     @property
     def tgemv_mnemonic(self) -> str:
-        return f"tgemv{self.k}x{self.m}"
+        return f"tgemv{self.k}x{self.m}{self.variant_suffix}"
+
+    def definition(self) -> dict[str, object]:
+        """The configuration's fields as plain data (the keys of an ``--isa`` TOML table)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @cached_property
     def title(self) -> str:
@@ -294,6 +332,14 @@ def register_config(config: TsarConfig) -> TsarConfig:
     return config
 
 
+def ensure_registered(config: TsarConfig) -> TsarConfig:
+    """``config`` registered: a no-op when an identical configuration already is (e.g. in a worker
+    process that loaded the same ``--isa`` file), else :func:`register_config`."""
+    if _REGISTRY.get(config.name) == config:
+        return config
+    return register_config(config)
+
+
 def unregister_config(name: str) -> None:
     """Remove a configuration registered with :func:`register_config` (for experiments and tests)."""
     if _REGISTRY.pop(name, None) is None:
@@ -303,6 +349,11 @@ def unregister_config(name: str) -> None:
 def configs() -> tuple[TsarConfig, ...]:
     """All registered configurations, in slot order."""
     return tuple(sorted(_REGISTRY.values(), key=lambda cfg: cfg.slot))
+
+
+def registered(name: str) -> TsarConfig | None:
+    """The configuration registered under ``name``, or None."""
+    return _REGISTRY.get(name)
 
 
 def get_config(name: str) -> TsarConfig:

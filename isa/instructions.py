@@ -132,10 +132,11 @@ class InstructionSpec:
     def summary(self) -> str:
         cfg = self.config
         if self.kind is Kind.TLUT:
-            return (f"build {cfg.s} D/S table pairs of {cfg.patterns} int16 entries from {cfg.k} "
-                    f"int8 activations into {cfg.group_regs} {cfg.register_class} registers")
+            tables = "/".join(cfg.lut_tables) + (" table pairs" if len(cfg.lut_tables) == 2 else " tables")
+            return (f"build {cfg.s} {tables} of {cfg.patterns} {cfg.lut_dtype} entries from "
+                    f"{cfg.k} int8 activations into {cfg.group_regs} {cfg.register_class} registers")
         return (f"acc[0..{cfg.m}) += ternary ({cfg.m} x {cfg.k}) tile . activations, "
-                f"looked up in the LUT group; int16 wrap-around")
+                f"looked up in the LUT group; {cfg.acc_dtype} wrap-around")
 
 
 def _tlut_spec(cfg: TsarConfig) -> InstructionSpec:
@@ -145,7 +146,7 @@ def _tlut_spec(cfg: TsarConfig) -> InstructionSpec:
         (
             OperandSpec("dst", Field.MODRM_REG, "w", cfg.group_regs, None,
                         f"LUT group: {cfg.group_regs} consecutive registers, {cfg.group_words} "
-                        f"int16 words, base aligned to {cfg.group_regs}"),
+                        f"{cfg.lut_dtype} words, base aligned to {cfg.group_regs}"),
             OperandSpec("src", Field.MODRM_RM, "r", 1, cfg.k,
                         f"{cfg.k} int8 activations (memory, or the low {cfg.k} bytes of a "
                         "register)"),
@@ -159,7 +160,7 @@ def _tgemv_spec(cfg: TsarConfig) -> InstructionSpec:
         cfg,
         (
             OperandSpec("acc", Field.MODRM_REG, "rw", 1, None,
-                        f"{cfg.m} int16 accumulators, read-modify-write"),
+                        f"{cfg.m} {cfg.acc_dtype} accumulators, read-modify-write"),
             OperandSpec("lut", Field.VEX_VVVV, "r", cfg.group_regs, None,
                         f"LUT group written by {cfg.tlut_mnemonic} (base aligned to "
                         f"{cfg.group_regs})"),

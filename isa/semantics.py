@@ -10,6 +10,8 @@ Layouts (little-endian throughout):
 * LUT group: ``s * 2^(c+1)`` int16 words; block ``b`` occupies words ``[b*2^(c+1), (b+1)*2^(c+1))``,
   ``D_b[0..2^c)`` then ``S_b[0..2^c)``, with ``D_b[p] = sum_i (bit_i(p) ? +a_i : -a_i)`` and
   ``S_b[p] = sum_i bit_i(p) * a_i`` (bit 0 of ``p`` belongs to the block's first activation);
+  the compact layout stores ``S_b`` only (``s * 2^c`` words), and TGEMV uses
+  ``D_b[p] = 2*S_b[p] - S_b[2^c-1]``;
 * weight operand: ``m * s`` codes of ``2c`` bits; output ``j``'s codes at bits
   ``[j*s*2c, (j+1)*s*2c)``, block ``b`` at offset ``b*2c``, ``code = idxD | idxS << c``.
 """
@@ -37,63 +39,80 @@ class _Tables:
 
     TLUT is one matrix product: ``words = act @ tlut_matrix``. TGEMV splits the weight operand
     into *symbols*: its bytes when every code sits inside one byte (c = 1, 2, 4), else the codes.
-    Symbol ``t`` of value ``v`` names the group words ``gather[offset[t] + v]``: the D and S
-    entries of its codes, in code order. The words picked for all symbols, read as
-    ``(m, 2s)``, are summed with ``sign`` (D positive, S negative) into the outputs.
+    Symbol ``t`` of value ``v`` names the group words ``gather[offset[t] + v]``: for each of its
+    codes, the words of the layout's terms (:meth:`TsarConfig.tgemv_terms`), in code order. The
+    words picked for all symbols, read as ``(m, s * terms)``, are multiplied with ``sign`` (the
+    terms' coefficients) in the accumulator's width and added to the outputs.
     """
 
     tlut_matrix: np.ndarray  # (k, group_words) int16 in {-1, 0, +1}
     tlut_float: np.ndarray  # the same in float32
     byte_symbols: bool
     offset: np.ndarray  # (symbols,) intp: first gather row of each symbol position
-    gather: np.ndarray  # (period * 2^symbol_bits, 2 * codes per symbol) intp group-word indices
-    sign: np.ndarray  # (2s,) int16: +1, -1, +1, -1, ...
+    gather: np.ndarray  # (period * 2^symbol_bits, terms * codes per symbol) intp group-word indices
+    sign: np.ndarray  # (s * terms,) acc dtype: the terms' coefficients, repeated per block
     acc_shape: tuple[int]  # (m,)
     group_shape: tuple[int]  # (group_words,)
     weight_shape: tuple[int]  # (weight_bytes,)
-    picked_shape: tuple[int, int]  # (m, 2s)
+    picked_shape: tuple[int, int]  # (m, s * terms)
+
+
+def tlut_matrix(cfg: TsarConfig) -> np.ndarray:
+    """``(k, group_words)`` int16 coefficients in {-1, 0, +1}: word ``w`` of the group is
+    ``sum_i act[i] * matrix[i, w]`` (D entries: ``+-1`` per activation, S entries: ``0 / 1``)."""
+    bits = _pattern_bits(cfg.c)
+    matrix = np.zeros((cfg.k, cfg.group_words), np.int16)
+    for b in range(cfg.s):
+        for table in cfg.lut_tables:
+            word = cfg.word_index(b, table, 0)
+            for i in range(cfg.c):
+                column = 2 * bits[:, i] - 1 if table == "D" else bits[:, i]
+                matrix[b * cfg.c + i, word:word + cfg.patterns] = column
+    return matrix
 
 
 @cache
 def _tables(cfg: TsarConfig) -> _Tables:
-    if (cfg.acc_bits, cfg.lut_bits) != (16, 16):
-        raise ValueError(f"{cfg.name}: the golden semantics implement int16 LUT entries and "
-                         f"accumulators, not lut_bits={cfg.lut_bits}, acc_bits={cfg.acc_bits}")
-    c, s, k = cfg.c, cfg.s, cfg.k
-    bits = _pattern_bits(c)
-    matrix = np.zeros((k, cfg.group_words), np.int16)
-    for b in range(s):
-        for i in range(c):
-            word = b * cfg.block_words
-            matrix[b * c + i, word:word + cfg.patterns] = 2 * bits[:, i] - 1
-            matrix[b * c + i, word + cfg.patterns:word + cfg.block_words] = bits[:, i]
+    if cfg.lut_bits != 16:
+        raise ValueError(f"{cfg.name}: the golden semantics implement int16 LUT entries, not "
+                         f"lut_bits={cfg.lut_bits}")
+    s = cfg.s
+    matrix = tlut_matrix(cfg)
+    terms = cfg.tgemv_terms()
     byte_symbols = 8 % cfg.code_bits == 0
     symbol_bits = 8 if byte_symbols else cfg.code_bits
     per_symbol = symbol_bits // cfg.code_bits  # codes per symbol
     period = s // gcd(s, per_symbol)  # symbols after which the blocks repeat
     values = np.arange(1 << symbol_bits)
-    gather = np.zeros((period, values.size, per_symbol, 2), np.intp)
+    gather = np.zeros((period, values.size, per_symbol, len(terms)), np.intp)
     for q in range(period):
         for u in range(per_symbol):
             code = (values >> (u * cfg.code_bits)) & ((1 << cfg.code_bits) - 1)
-            base = ((q * per_symbol + u) % s) * cfg.block_words  # the code's block
-            gather[q, :, u, 0] = base + (code & (cfg.patterns - 1))
-            gather[q, :, u, 1] = base + cfg.patterns + (code >> c)
+            block = (q * per_symbol + u) % s  # the code's block
+            for t, (table, index, _) in enumerate(terms):
+                pattern = [cfg.term_pattern(index, int(v)) for v in code]
+                gather[q, :, u, t] = cfg.word_index(block, table, 0) + np.asarray(pattern, np.intp)
     symbols = cfg.weight_bits // symbol_bits
     offset = (np.arange(symbols) % period * values.size).astype(np.intp)
-    sign = np.tile(np.array([1, -1], np.int16), s)
+    sign = np.tile(np.array([coef for _, _, coef in terms], cfg.acc_dtype), s)
     return _Tables(matrix, matrix.astype(np.float32), byte_symbols, offset,
                    gather.reshape(period * values.size, -1), sign, (cfg.m,), (cfg.group_words,),
-                   (cfg.weight_bytes,), (cfg.m, 2 * s))
+                   (cfg.weight_bytes,), (cfg.m, len(terms) * s))
 
 
 def _int16(x: np.ndarray) -> np.ndarray:
     """``x`` as int16 with two's-complement wrap-around (non-integers truncate via int32 first)."""
-    if x.dtype == np.int16:
+    return _wrap(x, np.int16)
+
+
+def _wrap(x: np.ndarray, dtype: type) -> np.ndarray:
+    """``x`` as ``dtype`` (int16 / int32) with two's-complement wrap-around (non-integers truncate
+    via int64 first)."""
+    if x.dtype == dtype:
         return x
     if x.dtype.kind not in "biu":
-        x = x.astype(np.int32)
-    return x.astype(np.int16)
+        x = x.astype(np.int64)
+    return x.astype(dtype)
 
 
 def tlut(cfg: TsarConfig, activations: np.ndarray) -> np.ndarray:
@@ -131,10 +150,12 @@ def weight_codes(cfg: TsarConfig, operand: np.ndarray) -> np.ndarray:
 
 
 def tgemv(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray, operand: np.ndarray) -> np.ndarray:
-    """TGEMV: ``acc[j] += sum_b (D_b[idxD(j,b)] - S_b[idxS(j,b)])`` with int16 wrap-around.
+    """TGEMV: ``acc[j] += sum_b (D_b[idxD(j,b)] - S_b[idxS(j,b)])`` with wrap-around in the
+    accumulator's width (int16 like VPADDW, or int32); the compact layout derives ``D_b`` from
+    ``S_b`` (:meth:`TsarConfig.tgemv_terms`).
 
-    ``acc``: ``(..., m)`` int16; ``group``: ``(..., s * 2^(c+1))`` int16 words as TLUT wrote them;
-    ``operand``: ``(..., weight_bytes)`` uint8. Returns the new ``(..., m)`` int16 accumulator.
+    ``acc``: ``(..., m)`` ``cfg.acc_dtype``; ``group``: ``(..., group_words)`` int16 words as TLUT
+    wrote them; ``operand``: ``(..., weight_bytes)`` uint8. Returns the new ``(..., m)`` accumulator.
     """
     tab = _tables(cfg)
     acc = np.asarray(acc)
@@ -163,8 +184,11 @@ def tgemv(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray, operand: np.ndarr
         words = words.reshape(-1)
         index = index + _row_offsets(words.size // cfg.group_words, cfg.group_words).reshape(
             *lead, 1, 1)
-    picked = words.take(index).reshape(lead + tab.picked_shape)  # (..., m, 2s): D, S per code
-    return np.add(_int16(acc), np.matmul(picked, tab.sign))  # int16: wraps like VPADDW
+    picked = words.take(index).reshape(lead + tab.picked_shape)  # (..., m, s * terms)
+    acc_type = tab.sign.dtype.type
+    if acc_type is not np.int16:
+        picked = picked.astype(acc_type)
+    return np.add(_wrap(acc, acc_type), np.matmul(picked, tab.sign))  # wraps in the lane width
 
 
 @lru_cache(maxsize=64)

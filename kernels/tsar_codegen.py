@@ -171,18 +171,61 @@ def _memory(nbytes: int, address: str) -> str:
 
 
 def _tlut(plan: KernelPlan, group: int, address: str) -> str:
-    return f"{plan.cfg.tlut_mnemonic} ymm{plan.group_register(group)}, {_memory(plan.cfg.k, address)}"
+    r = plan.cfg.register_class
+    return f"{plan.cfg.tlut_mnemonic} {r}{plan.group_register(group)}, {_memory(plan.cfg.k, address)}"
 
 
 def _tgemv(plan: KernelPlan, acc: int, group: int, address: str) -> str:
-    return (f"{plan.cfg.tgemv_mnemonic} ymm{acc}, ymm{plan.group_register(group)}, "
+    r = plan.cfg.register_class
+    return (f"{plan.cfg.tgemv_mnemonic} {r}{acc}, {r}{plan.group_register(group)}, "
             f"{_memory(plan.cfg.weight_bytes, address)}")
 
 
 def _tgemv_reg(plan: KernelPlan, acc: int, group: int, weights: int) -> str:
     """TGEMV with its weight operand in registers (``ymm{weights}``, an aligned group when the
     operand spans several)."""
-    return f"{plan.cfg.tgemv_mnemonic} ymm{acc}, ymm{plan.group_register(group)}, ymm{weights}"
+    r = plan.cfg.register_class
+    return f"{plan.cfg.tgemv_mnemonic} {r}{acc}, {r}{plan.group_register(group)}, {r}{weights}"
+
+
+def _vec(plan: KernelPlan, reg: int) -> str:
+    """Vector register ``reg`` at the configuration's width (``ymm3`` / ``xmm3``)."""
+    return f"{plan.cfg.register_class}{reg}"
+
+
+def _vmem(plan: KernelPlan, address: str) -> str:
+    """A memory operand of one vector register at the configuration's width."""
+    return _memory(plan.cfg.register_bytes, address)
+
+
+def _add_tile(plan: KernelPlan, partial: str | int, acc32: str, temps: tuple[int, ...]) -> list[str]:
+    """Add one tile's ``m`` partial sums (``acc_bits`` lanes, in register ``partial`` when an int,
+    else at memory address ``partial``) into its int32 row at address ``acc32`` (``4m`` bytes).
+    int16 partials are sign-extended eight lanes at a time into ``temps``; int32 ones are added
+    in ``temps[0]`` (or in the register itself)."""
+    cfg = plan.cfg
+    out: list[str] = []
+    if not cfg.needs_widening:  # int32 lanes: one register of m lanes
+        if isinstance(partial, int):
+            reg = _vec(plan, partial)
+        else:
+            reg = _vec(plan, temps[0])
+            out.append(f"vmovdqu {reg}, {_vmem(plan, partial)}")
+        out += [f"vpaddd {reg}, {reg}, {_vmem(plan, acc32)}", f"vmovdqu {_vmem(plan, acc32)}, {reg}"]
+        return out
+    for h in range(cfg.m // 8):  # eight int16 lanes -> one ymm of int32
+        t = temps[h % len(temps)]
+        dst = _disp(acc32, 32 * h)
+        if isinstance(partial, int):
+            if h == 0:
+                out.append(f"vpmovsxwd ymm{t}, xmm{partial}")
+            else:
+                out += [f"vextracti128 xmm{t}, ymm{partial}, {h}", f"vpmovsxwd ymm{t}, xmm{t}"]
+        else:
+            src = _disp(partial, 16 * h)
+            out.append(f"vpmovsxwd ymm{t}, xmmword ptr [{src}]")
+        out += [f"vpaddd ymm{t}, ymm{t}, ymmword ptr [{dst}]", f"vmovdqu ymmword ptr [{dst}], ymm{t}"]
+    return out
 
 
 def _disp(base: str, offset: int) -> str:
@@ -198,9 +241,9 @@ def _window_runs(windows: tuple[Window, ...]) -> list[tuple[Window, int]]:
 def _op_pass(e: _Emitter, plan: KernelPlan, r: int) -> None:
     """One output-persistent pass of ``r`` tiles over K: r10 walks the pass's weights (left at the
     next pass), r11 the token's int8 activations, rbx points at the tiles' int32 rows (kept)."""
-    cfg, wb = plan.cfg, plan.cfg.weight_bytes
-    t0, t1 = plan.first_temp, plan.first_temp + 1
-    e(*(f"vpxor ymm{a}, ymm{a}, ymm{a}" for a in range(r)))
+    cfg, wb, a32 = plan.cfg, plan.cfg.weight_bytes, plan.tile_acc32_bytes
+    temps = (plan.first_temp, plan.first_temp + 1)
+    e(*(f"vpxor {_vec(plan, a)}, {_vec(plan, a)}, {_vec(plan, a)}" for a in range(r)))
     for window, repeat in _window_runs(plan.windows):
         def window_body(window: Window = window) -> None:
             def chunk() -> None:
@@ -209,13 +252,8 @@ def _op_pass(e: _Emitter, plan: KernelPlan, r: int) -> None:
                 e(f"add r10, {r * wb}", f"add r11, {cfg.k}")
             e.counted_loop("r12", window.chunks, chunk, "chunk")
             for a in range(r):
-                e(f"vpmovsxwd ymm{t0}, xmm{a}", f"vextracti128 xmm{t1}, ymm{a}, 1",
-                  f"vpmovsxwd ymm{t1}, xmm{t1}",
-                  f"vpaddd ymm{t0}, ymm{t0}, ymmword ptr [{_disp('rbx', 64 * a)}]",
-                  f"vpaddd ymm{t1}, ymm{t1}, ymmword ptr [rbx + {64 * a + 32}]",
-                  f"vmovdqu ymmword ptr [{_disp('rbx', 64 * a)}], ymm{t0}",
-                  f"vmovdqu ymmword ptr [rbx + {64 * a + 32}], ymm{t1}",
-                  f"vpxor ymm{a}, ymm{a}, ymm{a}")
+                e(*_add_tile(plan, a, _disp("rbx", a32 * a), temps),
+                  f"vpxor {_vec(plan, a)}, {_vec(plan, a)}, {_vec(plan, a)}")
         e.counted_loop("r13", repeat, window_body, "window")
 
 
@@ -227,7 +265,7 @@ def _core_op(e: _Emitter, plan: KernelPlan) -> None:
     def one_pass(r: int) -> None:
         e(f"lea r11, [r8 + {xq}]")
         _op_pass(e, plan, r)
-        e(f"add rbx, {64 * r}")
+        e(f"add rbx, {plan.tile_acc32_bytes * r}")
 
     for r, group in groupby(plan.passes, key=lambda p: p[1]):
         e.counted_loop("r14", len(list(group)), lambda r=r: one_pass(r), "pass")
@@ -250,7 +288,7 @@ def _core_op_tokens(e: _Emitter, plan: KernelPlan) -> None:
           "add rbx, qword ptr [rsp + 8]")
         _op_pass(e, plan, r)
         e("inc qword ptr [rsp + 16]", "cmp qword ptr [rsp + 16], r15", f"jb {top}")
-        e("mov qword ptr [rsp], r10", f"add qword ptr [rsp + 8], {64 * r}")
+        e("mov qword ptr [rsp], r10", f"add qword ptr [rsp + 8], {plan.tile_acc32_bytes * r}")
 
     for r, group in groupby(plan.passes, key=lambda p: p[1]):
         e.counted_loop("r14", len(list(group)), lambda r=r: one_pass(r), "pass")
@@ -289,17 +327,17 @@ def _generate_tokens(e: _Emitter, plan: KernelPlan, done: str) -> None:
 def _core_ap(e: _Emitter, plan: KernelPlan) -> None:
     """Activation-persistent: LUT groups stay while all tiles stream past; int16 partial sums live
     in ws.partial16 and are widened into ws.acc32 after each window."""
-    cfg, wb, u_max = plan.cfg, plan.cfg.weight_bytes, plan.accumulators
+    cfg, wb, u_max, rb = plan.cfg, plan.cfg.weight_bytes, plan.accumulators, plan.cfg.register_bytes
     layout = plan.workspace_layout
     acc32, p16, xq = layout["acc32"][0], layout["partial16"][0], layout["xq"][0]
     e("mov r10, rsi", f"lea r11, [r8 + {xq}]")
 
     def tiles(g: int, u: int) -> None:
-        e(*(f"vmovdqu ymm{a}, ymmword ptr [{_disp('rbx', 32 * a)}]" for a in range(u)))
+        e(*(f"vmovdqu {_vec(plan, a)}, {_vmem(plan, _disp('rbx', rb * a))}" for a in range(u)))
         for a in range(u):
             e(*(_tgemv(plan, a, i, _disp("r10", (a * g + i) * wb)) for i in range(g)))
-        e(*(f"vmovdqu ymmword ptr [{_disp('rbx', 32 * a)}], ymm{a}" for a in range(u)))
-        e(f"add rbx, {32 * u}", f"add r10, {u * g * wb}")
+        e(*(f"vmovdqu {_vmem(plan, _disp('rbx', rb * a))}, {_vec(plan, a)}" for a in range(u)))
+        e(f"add rbx, {rb * u}", f"add r10, {u * g * wb}")
 
     def batch(g: int) -> None:
         e(*(_tlut(plan, i, _disp("r11", i * cfg.k)) for i in range(g)))
@@ -312,17 +350,15 @@ def _core_ap(e: _Emitter, plan: KernelPlan) -> None:
         e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
         zero = e.label("zp")
         e.place(zero)
-        e(f"vmovdqu ymmword ptr [r8 + rax*2 + {p16}], ymm0", f"add rax, {plan.cfg.m}", f"cmp rax, {plan.M}",
-          f"jb {zero}")
+        e(f"vmovdqu {_vmem(plan, f'r8 + rax + {p16}')}, {_vec(plan, 0)}", f"add rax, {rb}",
+          f"cmp rax, {plan.tiles * plan.tile_partial_bytes}", f"jb {zero}")
         for g, run in groupby(window.batches):
             e.counted_loop("r12", len(list(run)), lambda g=g: batch(g), "batch")
         e(f"lea rbx, [r8 + {p16}]", f"lea rbp, [r8 + {acc32}]")
 
-        def widen() -> None:  # one tile's m = 16 int16 partials (planner: acc_bits == 16 only)
-            e("vpmovsxwd ymm0, xmmword ptr [rbx]", "vpmovsxwd ymm1, xmmword ptr [rbx + 16]",
-              "vpaddd ymm0, ymm0, ymmword ptr [rbp]", "vpaddd ymm1, ymm1, ymmword ptr [rbp + 32]",
-              "vmovdqu ymmword ptr [rbp], ymm0", "vmovdqu ymmword ptr [rbp + 32], ymm1",
-              "add rbx, 32", "add rbp, 64")
+        def widen() -> None:  # one tile's m partials into its int32 row
+            e(*_add_tile(plan, "rbx", "rbp", (0, 1)),
+              f"add rbx, {plan.tile_partial_bytes}", f"add rbp, {plan.tile_acc32_bytes}")
         e.counted_loop("r13", plan.tiles, widen, "widen")
 
     for window, repeat in _window_runs(plan.windows):
@@ -335,7 +371,7 @@ def _zero_partial_rows(e: _Emitter, plan: KernelPlan) -> None:
     e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
     loop = e.label("zrows")
     e.place(loop)
-    e(f"vmovdqu ymmword ptr [rbp + rax + {rows}], ymm0", f"add rax, {plan.cfg.register_bytes}",
+    e(f"vmovdqu {_vmem(plan, f'rbp + rax + {rows}')}, {_vec(plan, 0)}", f"add rax, {plan.cfg.register_bytes}",
       f"cmp rax, {nbytes}", f"jb {loop}")
 
 
@@ -354,7 +390,7 @@ def _core_ap_tokens(e: _Emitter, plan: KernelPlan) -> None:
     acc32, xq, slot = plan.workspace_layout["acc32"][0], plan.workspace_layout["xq"][0], plan.slot_bytes
     rows, row = plan.partials_offset, plan.partial_row_bytes
     p16, a32 = plan.tile_partial_bytes, plan.tile_acc32_bytes
-    w_reg, half = plan.weight_register, p16 // 2
+    w_reg = plan.weight_register
     e("sub rsp, 16", "mov r10, rsi", "mov qword ptr [rsp + 8], 0")
 
     def sub_block(g: int, tb: int, last: bool) -> None:
@@ -362,12 +398,12 @@ def _core_ap_tokens(e: _Emitter, plan: KernelPlan) -> None:
 
         def tile() -> None:
             if plan.weights_in_register:
-                e(*(f"vmovdqu ymm{w_reg + j}, ymmword ptr [{_disp('r10', j * cfg.register_bytes)}]"
+                e(*(f"vmovdqu {_vec(plan, w_reg + j)}, {_vmem(plan, _disp('r10', j * cfg.register_bytes))}"
                     for j in range(cfg.weight_regs)))
             for i in range(g):
-                e(f"vmovdqu ymm0, ymmword ptr [{_disp('rbx', i * row)}]",
+                e(f"vmovdqu {_vec(plan, 0)}, {_vmem(plan, _disp('rbx', i * row))}",
                   _tgemv_reg(plan, 0, i, w_reg) if plan.weights_in_register else _tgemv(plan, 0, i, "r10"),
-                  f"vmovdqu ymmword ptr [{_disp('rbx', i * row)}], ymm0")
+                  f"vmovdqu {_vmem(plan, _disp('rbx', i * row))}, {_vec(plan, 0)}")
             e(f"add r10, {wb}", f"add rbx, {p16}")
         e.counted_loop("r13", tb, tile, "tile")
         e(f"sub r10, {tb * wb}")
@@ -398,12 +434,8 @@ def _core_ap_tokens(e: _Emitter, plan: KernelPlan) -> None:
         e.place(top)
 
         def one_tile() -> None:
-            e("vpmovsxwd ymm0, xmmword ptr [rbx]", f"vpmovsxwd ymm1, xmmword ptr [rbx + {half}]",
-              f"vpaddd ymm0, ymm0, ymmword ptr [r11 + {acc32}]",
-              f"vpaddd ymm1, ymm1, ymmword ptr [r11 + {acc32 + a32 // 2}]",
-              f"vmovdqu ymmword ptr [r11 + {acc32}], ymm0",
-              f"vmovdqu ymmword ptr [r11 + {acc32 + a32 // 2}], ymm1",
-              "vmovdqu ymmword ptr [rbx], ymm2", f"add rbx, {p16}", f"add r11, {a32}")
+            e(*_add_tile(plan, "rbx", f"r11 + {acc32}", (0, 1)),
+              f"vmovdqu {_vmem(plan, 'rbx')}, {_vec(plan, 2)}", f"add rbx, {p16}", f"add r11, {a32}")
         e.counted_loop("r13", tb, one_tile, "wtile")
         e(f"add rbx, {row - tb * p16}", f"add r11, {slot - tb * a32}", "inc rax", "cmp rax, r15",
           f"jb {top}")

@@ -226,7 +226,7 @@ class KernelPlan:
 
     @property
     def tile_partial_bytes(self) -> int:
-        """Bytes of one tile's int16 partial sums (one accumulator register)."""
+        """Bytes of one tile's partial sums (one accumulator register: ``m`` lanes of ``acc_bits``)."""
         return self.cfg.m * self.cfg.acc_bits // 8
 
     @property
@@ -275,7 +275,8 @@ class KernelPlan:
     def workspace_layout(self) -> dict[str, tuple[int, int]]:
         """Byte ``(offset, size)`` of each field of one token's slot, 64-byte aligned
         (``ap-tokens`` keeps its partial sums in the block's rows instead, :attr:`partials_offset`)."""
-        fields = {"xq": self.K, "acc32": 4 * self.M, "partial16": 2 * self.M, "dequant": 4}
+        fields = {"xq": self.K, "acc32": 4 * self.M, "partial16": self.tiles * self.tile_partial_bytes,
+                  "dequant": 4}
         if self.flow == "ap-tokens":
             del fields["partial16"]
         layout, offset = {}, 0
@@ -308,11 +309,11 @@ class KernelPlan:
 
 
 def unsupported_reason(cfg: TsarConfig) -> str | None:
-    """Why the kernel generator cannot build kernels for ``cfg``, or None when it can."""
-    if cfg.register_class != "ymm":
-        return "the kernel library targets 256-bit configurations"
-    if cfg.acc_bits != 16:
-        return f"the kernel library widens int16 accumulators; acc_bits={cfg.acc_bits} is not supported"
+    """Why the kernel generator cannot build kernels for ``cfg``, or None when it can: every
+    tile's int32 row must be whole 256-bit vectors (``4m`` bytes, m a multiple of 8) and int16
+    partial sums are widened eight lanes at a time."""
+    if (4 * cfg.m) % 32:
+        return f"m={cfg.m} outputs per TGEMV: the kernels' int32 rows take multiples of 8 outputs"
     return None
 
 

@@ -235,9 +235,9 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
     """
     cfg = ops[0].cfg
     y = st.ymm
-    # one flat view of the registers in LUT words; accumulators are indexed in it too, which the
-    # golden semantics guarantee is right (they implement lut_bits == acc_bits == 16 only)
+    # flat views of the registers in LUT words and in accumulator lanes
     flat = y.reshape(-1).view(cfg.lut_dtype)
+    acc_flat = y.reshape(-1).view(cfg.acc_dtype)
     wide = cfg.vector_bits == 256
     tl = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TLUT]
     tg = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TGEMV]
@@ -276,7 +276,8 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
             perm = np.argsort(order)  # contributions in accumulator order
             if (perm == np.arange(len(tg))).all():
                 perm = None
-        acc_index = _word_index(cfg, accs, 1)
+        acc_index = (np.asarray(accs)[:, None] * (REGISTER_BYTES * 8 // cfg.acc_bits)
+                     + np.arange(cfg.acc_lanes)[None, :])
         acc_view = None
         if wide and accs == list(range(accs[0], accs[0] + len(accs))):
             acc_view = y[accs[0]:accs[0] + len(accs)].view(cfg.acc_dtype)
@@ -311,7 +312,7 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
             if acc_view is not None:
                 np.add(acc_view, contrib, out=acc_view)
             else:
-                flat[acc_index] = flat.take(acc_index) + contrib
+                acc_flat[acc_index] = acc_flat.take(acc_index) + contrib
                 if acc_high is not None:
                     y.reshape(-1)[acc_high] = 0
 

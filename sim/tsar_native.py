@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tsar.isa.config import TsarConfig
-from tsar.isa.semantics import _tables
+from tsar.isa.semantics import _tables, tlut_matrix
 from tsar.isa.toolchain import build_shared, cache_dir
 
 from .compile import DEFAULT_FLAGS
@@ -158,7 +158,7 @@ def _store(cfg: TsarConfig, vec: _Vec, where: str, value: str) -> list[str]:
 
 def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
     """TLUT: biased activations shuffled into pairs, ``vpmaddubsw`` with the coefficients."""
-    matrix = _tables(cfg).tlut_matrix.astype(int)  # (k, group_words) in {-1, 0, 1}
+    matrix = tlut_matrix(cfg).astype(int)  # (k, group_words) in {-1, 0, 1}
     c, k, lanes = cfg.c, cfg.k, cfg.lanes
     windows = -(-k // 16)
     rb = cfg.register_bytes
@@ -214,8 +214,9 @@ def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
 
 
 def _tgemv_fast(cfg: TsarConfig) -> bool:
-    """Whether TGEMV uses the vector path: each output's codes fill an 8-, 16- or 32-bit field."""
-    return cfg.output_code_bits in (8, 16, 32)
+    """Whether TGEMV uses the vector path: int16 accumulators (one LUT lane per output) and each
+    output's codes fill an 8-, 16- or 32-bit field."""
+    return cfg.output_code_bits in (8, 16, 32) and cfg.acc_bits == cfg.lut_bits
 
 
 def _table_windows(cfg: TsarConfig, block: int, table: str) -> tuple[list[int], int]:
@@ -257,7 +258,7 @@ def _tgemv_vector_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
     pos, neg = [], []
     mask = cfg.patterns - 1
     for b in range(cfg.s):
-        for t, table in enumerate(cfg.lut_tables):
+        for table, index, coef in cfg.tgemv_terms():
             offsets, inner = _table_windows(cfg, b, table)
             names = []
             for off in offsets:
@@ -265,19 +266,22 @@ def _tgemv_vector_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
                     windows[off] = f"t{len(windows)}"
                     lines.append(f"    {vec.qi} {windows[off]} = {vec.window}(g + {off});")
                 names.append(windows[off])
-            bit = b * cfg.code_bits + t * cfg.c  # D: idxD (low c bits), S: idxS
-            piece, shift = divmod(bit, 16)
-            kb, shift = divmod(shift, 8)
-            if (piece, kb) not in dups:  # the code byte in both bytes of each output's lane
-                name = dups[piece, kb] = f"u{piece}{kb}"
-                idx = [j if ocb == 8 else 2 * (j % 8) + kb for j in range(lanes) for _ in (0, 1)]
-                consts.append(f"    static const {vec.qi} {name}i = {_init(idx)};")
-                lines.append(f"    {vec.hu} {name} = ({vec.hu}){vec.shuf}(({vec.qi})f{piece}, {name}i);")
-            # both bytes: 2 * field (shifted into bits 1..c, other bits masked off)
-            moved = f"({dups[piece, kb]} << 1)" if shift == 0 else \
-                f"{dups[piece, kb]}" if shift == 1 else f"({dups[piece, kb]} >> {shift - 1})"
-            twice = f"({moved} & {(2 * mask) * 0x0101:#06x})"
-            x = f"x{b}_{t}"
+            x = f"x{b}_{len(pos) + len(neg)}"
+            if index == "all":  # a constant pattern: 2 * (2^c - 1) in both bytes
+                twice = f"({vec.hu}){{{', '.join([str((2 * mask) * 0x0101)] * lanes)}}}"
+            else:
+                bit = b * cfg.code_bits + (cfg.c if index == "idxS" else 0)  # idxD: low c bits
+                piece, shift = divmod(bit, 16)
+                kb, shift = divmod(shift, 8)
+                if (piece, kb) not in dups:  # the code byte in both bytes of each output's lane
+                    name = dups[piece, kb] = f"u{piece}{kb}"
+                    idx = [j if ocb == 8 else 2 * (j % 8) + kb for j in range(lanes) for _ in (0, 1)]
+                    consts.append(f"    static const {vec.qi} {name}i = {_init(idx)};")
+                    lines.append(f"    {vec.hu} {name} = ({vec.hu}){vec.shuf}(({vec.qi})f{piece}, {name}i);")
+                # both bytes: 2 * field (shifted into bits 1..c, other bits masked off)
+                moved = f"({dups[piece, kb]} << 1)" if shift == 0 else \
+                    f"{dups[piece, kb]}" if shift == 1 else f"({dups[piece, kb]} >> {shift - 1})"
+                twice = f"({moved} & {(2 * mask) * 0x0101:#06x})"
             if len(names) == 1:  # byte pair (2 field + inner, 2 field + inner + 1)
                 lines.append(f"    {vec.hu} {x} = {twice} + {0x0100 + inner * 0x0101:#06x};")
                 pick = f"({vec.hu}){vec.shuf}({names[0]}, ({vec.qi}){x})"
@@ -290,7 +294,7 @@ def _tgemv_vector_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
                                   f"{_init([0x70, 0x71] * lanes)};")
                     consts.append(f"    static const {vec.qu} hi_win = "
                                   f"{_init([0xF0, 0xF1] * lanes)};")
-            (pos if table == "D" else neg).append(pick)
+            (pos if coef > 0 else neg).extend([pick] * abs(coef))
     lines.append(f"    {vec.hu} d = {' + '.join(pos)};")
     lines.append(f"    {vec.hu} s = {' + '.join(neg)};")
     lines += _store(cfg, vec, f"regs + {REGISTER_BYTES} * dst", "acc + d - s")
@@ -298,11 +302,14 @@ def _tgemv_vector_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
 
 
 def _tgemv_scalar_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
-    """TGEMV for any layout: unrolled scalar code over the codes."""
-    lanes, rb = cfg.lanes, cfg.register_bytes
+    """TGEMV for any layout and accumulator width: unrolled scalar code over the codes, every
+    output computed before any is stored (the weights may alias the accumulator)."""
+    rb = cfg.register_bytes
     chunks = -(-cfg.weight_bytes // rb)
+    acc_t, acc_u = f"uint{cfg.acc_bits}_t", f"tsar_u{cfg.acc_bits}u"
     lines = [*_operand_ptrs("w", "weights", chunks, cfg),
-             f"    const tsar_u16u *a = (const tsar_u16u *)(regs + {REGISTER_BYTES} * dst);"]
+             f"    uint8_t *accp = regs + {REGISTER_BYTES} * dst;",
+             f"    const {acc_u} *a = (const {acc_u} *)accp;"]
     if rb == REGISTER_BYTES:
         lines.append(f"    const tsar_u16u *g = (const tsar_u16u *)(regs + {REGISTER_BYTES} * lut);")
     else:  # gather the low halves into one array of words
@@ -314,6 +321,11 @@ def _tgemv_scalar_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
     def byte(n: int) -> str:
         return f"(uint32_t)w{n // rb}[{n % rb}]"
 
+    def word(table: str, block: int, index: str, code: str) -> str:
+        base = cfg.word_index(block, table, 0)
+        pattern = {"idxD": f"({code} & {pm})", "idxS": f"({code} >> {cfg.c})", "all": str(pm)}[index]
+        return f"({acc_t})(int16_t)g[{base} + {pattern}]"  # sign-extended to the lane width
+
     width, pm = cfg.code_bits, cfg.patterns - 1
     for j in range(cfg.m):
         terms = [f"a[{j}]"]
@@ -323,11 +335,15 @@ def _tgemv_scalar_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
             raw = byte(n) if shift + width <= 8 else f"({byte(n)} | {byte(n + 1)} << 8)"
             code = f"c{j}_{b}"
             lines.append(f"    uint32_t {code} = ({raw} >> {shift}) & {(1 << width) - 1};")
-            d, s = cfg.word_index(b, "D", 0), cfg.word_index(b, "S", 0)
-            terms.append(f"g[{d} + ({code} & {pm})] - g[{s} + ({code} >> {cfg.c})]")
-        lines.append(f"    uint16_t r{j} = (uint16_t)({' + '.join(terms)});")
-    out = ", ".join(f"r{j}" for j in range(lanes))
-    lines += _store(cfg, vec, f"regs + {REGISTER_BYTES} * dst", f"({vec.hu}){{{out}}}")
+            for table, index, coef in cfg.tgemv_terms():
+                sign = "+" if coef > 0 else "-"
+                scaled = word(table, b, index, code) if abs(coef) == 1 else \
+                    f"({acc_t}){abs(coef)} * {word(table, b, index, code)}"
+                terms.append(f"{sign} {scaled}")
+        lines.append(f"    {acc_t} r{j} = ({acc_t})({' '.join(terms)});")
+    lines += [f"    (({acc_u} *)accp)[{j}] = r{j};" for j in range(cfg.m)]
+    if rb < REGISTER_BYTES:
+        lines.append(f"    *({vec.hu_u} *)(accp + {rb}) = ({vec.hu}){{0}};")
     return lines
 
 

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="more detail on stderr (e.g. the guest registers of a simulator fault)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--isa", action="append", default=[], metavar="FILE",
+                        help="register the T-SAR configurations of a TOML file (one [[config]] table "
+                             "each; docs/dse.md) before the command runs; may be repeated")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in command_modules():
         module = importlib.import_module(f"tsar.commands.{name}")
@@ -51,7 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def load_isa_files(argv: Sequence[str] | None) -> None:
+    """Register the configurations of every ``--isa FILE`` before the command modules (and the
+    kernel lists they derive from the registered configurations) are imported."""
+    from tsar.isa.isafile import load_isa_file
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--isa", action="append", default=[])
+    known, _ = pre.parse_known_args(argv)
+    for path in known.isa:
+        load_isa_file(path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        load_isa_files(argv)
+    except user_errors() as exc:
+        print(f"tsar: --isa: {exc}", file=sys.stderr)
+        return 1
     args = build_parser().parse_args(argv)
     set_verbosity(-1 if args.quiet else args.verbose)
     try:

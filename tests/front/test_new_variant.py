@@ -95,12 +95,14 @@ def test_timing_model(c3s2):
     assert p.cycles > 0 and p.seconds > 0
 
 
-def test_unimplemented_axis_values_are_refused_not_miscomputed():
+def test_int32_accumulators_are_computed_in_int32():
     from tsar.kernels.tsar_plan import make_plan
 
     acc32 = TsarConfig("c2s4-acc32", c=2, s=4, acc_bits=32)
-    assert acc32.m == 8
-    with pytest.raises(ValueError, match="acc_bits=32"):
-        tlut(acc32, np.zeros(8, np.int8))
-    with pytest.raises(ValueError, match="acc_bits=32"):
-        make_plan(acc32, "op", 16, 8)
+    assert (acc32.m, acc32.needs_widening, acc32.tgemv_mnemonic) == (8, False, "tgemv8x8d")
+    tiles = np.ones((4, acc32.m, acc32.k), np.int8)
+    act = np.full((4, acc32.k), 127, np.int8)
+    start = np.full((4, acc32.m), 2**31 - 500, np.int32)  # int32 wrap-around: 8 * 127 = 1016 more
+    acc = tgemv(acc32, start, tlut(acc32, act), pack_tile(acc32, tiles))
+    assert acc.dtype == np.int32 and (acc == (start.astype(np.int64) + 1016 - 2**32)).all()
+    assert make_plan(acc32, "op", 16, 8).widen_every > 10**6

@@ -5,6 +5,7 @@ import pytest
 
 from tsar.isa import C2S4, C4S4, pack_tile
 from tsar.isa.assembler import assemble
+from tsar.isa.config import TsarConfig
 from tsar.kernels.formats.tsar import pack_weights, unpack_weights
 from tsar.kernels.tsar_codegen import function_name, generate
 from tsar.kernels.tsar_plan import FLOWS, PARTIAL_SUM_BYTES, make_plan
@@ -93,7 +94,8 @@ def test_generated_kernels_assemble(cfg: str, flow: str) -> None:
     (("c2s4", "op", 32, 12), "multiple of 8"),
     (("c4s4", "op", 32, 24), "multiple of 16"),
     (("c2s4", "diagonal", 32, 32), "dataflow"),
-    (("c2s4-128", "op", 32, 32), "256-bit"),
+    ((TsarConfig("c2s4-i32-128", c=2, s=4, vector_bits=128, acc_bits=32), "op", 32, 32),
+     "multiples of 8 outputs"),
 ])
 def test_bad_plans(args: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
