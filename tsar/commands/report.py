@@ -18,6 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default="tsar-report.html", help="HTML file to write")
     parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
     parser.add_argument("--no-area", action="store_true", help="skip RTL synthesis (about 2 min uncached)")
+    parser.add_argument("--sweep", metavar="RESULTS",
+                        help="instead: Pareto plots of a `tsar sweep` CSV (docs/dse.md)")
 
 
 def _check_output(path: Path) -> None:
@@ -35,6 +37,13 @@ def run(args: argparse.Namespace) -> int:
     from tsar.report import collect, write
 
     _check_output(Path(args.output))
+    if args.sweep:
+        from tsar.sweep import read_csv
+        from tsar.sweep_report import write_sweep_report
+
+        print(f"wrote {write_sweep_report(Path(args.output), read_csv(Path(args.sweep)), args.sweep)}")
+        return 0
+
     def progress(msg: str) -> None:
         print(f"  .. {msg}", file=sys.stderr, flush=True)
 
