@@ -16,6 +16,13 @@ outputs, stack) and, in the cache variant, the weights are placed by an LRU simu
 traced call (:func:`tsar.sim.timing.predict.cache_traffic`, warm caches); in the DRAM variant the
 weights' lines are evicted before the counted pass, so they come from DRAM.
 
+**T-SAR kernels** (``TSAR_KERNELS``) are validated the same way through the proxy engine
+(:mod:`tsar.sim.proxy`): modelled by :func:`tsar.layer_time.modelled` from their simulated counts
+(the estimator ``compare`` uses; DRAM variant: a weight footprint of twice the last-level cache),
+measured by running their proxy code on the host with the same harness as the natives.
+
+Every measured time carries its spread: (max - min) / min of the batch medians.
+
 Nothing is fitted per kernel: the platform's clock and bandwidths are the host measurements.
 """
 
@@ -40,8 +47,10 @@ if TYPE_CHECKING:
     from tsar.sim.platforms import Platform
 
 KERNELS = SIMULATED
-FULL_SHAPES = ((2560, 2560), (2560, 6912))
-"""(M, K): outputs x inputs, one token; 2560 x 6912 is BitNet-2B's down projection."""
+FULL_SHAPES = ((2560, 2560), (6912, 2560), (2560, 6912))
+"""(M, K): outputs x inputs, one token: BitNet-2B's QKV/O, gate/up and down projections."""
+TSAR_KERNELS = ("tsar-c2s4-op", "tsar-c4s4-op", "tsar-c2s4-ap-min")
+"""T-SAR kernels validated through the proxy engine."""
 TINY_SHAPES = ((64, 384),)
 
 
@@ -56,7 +65,18 @@ class Case:
     weight_bytes: int
     predicted: float        # seconds
     measured: float         # seconds
-    prediction: Prediction = field(repr=False)
+    prediction: Prediction | None = field(repr=False)
+    spread: float = 0.0     # (max - min) / min of the measured batch medians
+    bound: str = ""
+
+    @property
+    def family(self) -> str:
+        """Kernel family for the bias summary: the native kernel, or ``tsar-<config>``."""
+        if self.kernel.startswith("tsar-"):
+            from tsar.kernels.tsar_plan import parse_kernel_name
+
+            return f"tsar-{parse_kernel_name(self.kernel)[0].name}"
+        return self.kernel
 
     @property
     def error(self) -> float:
@@ -81,19 +101,35 @@ class Validation(Tabular):
         errs = [abs(c.error) for c in self.cases if c.variant == variant]
         return 100.0 * sum(errs) / len(errs) if errs else math.nan
 
+    def bias(self) -> dict[str, float]:
+        """Mean signed error (percent) per kernel family."""
+        fams: dict[str, list[float]] = {}
+        for c in self.cases:
+            fams.setdefault(c.family, []).append(c.error)
+        return {f: 100.0 * sum(e) / len(e) for f, e in fams.items()}
+
+    def family_error(self) -> dict[str, float]:
+        """MAPE (percent) per kernel family: the error bar of a modelled time of that family."""
+        fams: dict[str, list[float]] = {}
+        for c in self.cases:
+            fams.setdefault(c.family, []).append(abs(c.error))
+        return {f: 100.0 * sum(e) / len(e) for f, e in fams.items()}
+
     def records(self) -> list[dict]:
         return [{"kernel": c.kernel, "M": c.M, "K": c.K, "variant": c.variant,
                  "weight_bytes": c.weight_bytes, "predicted_s": c.predicted, "measured_s": c.measured,
-                 "error": c.error, "bound": c.prediction.bound, "platform": self.platform}
+                 "spread": c.spread, "error": c.error, "bound": c.bound, "platform": self.platform}
                 for c in self.cases]
 
     def table(self) -> str:
-        rows = [f"{'kernel':6} {'M x K':>12} {'weights':>8} {'data':>6} {'predicted us':>13} "
-                f"{'measured us':>12} {'error':>8}  bound"]
+        rows = [f"{'kernel':16} {'M x K':>12} {'weights':>8} {'data':>6} {'predicted us':>13} "
+                f"{'measured us':>12} {'spread':>7} {'error':>8}  bound"]
         for c in self.cases:
-            rows.append(f"{c.kernel:6} {f'{c.M} x {c.K}':>12} {c.weight_bytes / 2**20:6.2f}MB "
+            rows.append(f"{c.kernel:16} {f'{c.M} x {c.K}':>12} {c.weight_bytes / 2**20:6.2f}MB "
                         f"{c.variant:>6} {c.predicted * 1e6:13.1f} {c.measured * 1e6:12.1f} "
-                        f"{100 * c.error:+7.1f}%  {c.prediction.bound}")
+                        f"{100 * c.spread:6.1f}% {100 * c.error:+7.1f}%  {c.bound}")
+        rows.append("bias by family (mean signed error): " + ", ".join(
+            f"{f} {b:+.1f} %" for f, b in self.bias().items()))
         parts = [f"{v} {self.mape_of(v):.1f} %" for v in ("cache", "DRAM")
                  if any(c.variant == v for c in self.cases)]
         rows.append(f"MAPE {self.mape:.1f} % over {len(self.cases)} cases ({', '.join(parts)}; "
@@ -159,8 +195,9 @@ def _simulate(path: Path, kern: _Kernel):
 
 
 def _measure(fn: Callable, args_for: Callable[[np.ndarray], tuple], copies: Sequence[np.ndarray],
-             calls: int, batches: int) -> float:
-    """Smallest batch median of single-call wall times (seconds), rotating through ``copies``."""
+             calls: int, batches: int) -> tuple[float, float]:
+    """Smallest batch median of single-call wall times (seconds), rotating through ``copies``,
+    and the spread of the batch medians ((max - min) / min)."""
     arg_sets = [args_for(c) for c in copies]
     for args in arg_sets[: min(len(arg_sets), 4)]:
         fn(*args)  # warm-up
@@ -175,7 +212,7 @@ def _measure(fn: Callable, args_for: Callable[[np.ndarray], tuple], copies: Sequ
             fn(*args)
             times.append(time.perf_counter_ns() - t0)
         medians.append(float(np.median(times)) * 1e-9)
-    return min(medians)
+    return min(medians), (max(medians) - min(medians)) / min(medians)
 
 
 def host_clock_ghz(window_cycles: float = 4e5, trials: int = 300) -> float | None:
@@ -207,10 +244,51 @@ def call_overhead(lib: ctypes.CDLL, calls: int = 2000) -> float:
     a = np.zeros(64, np.uint8)
     fn = lib.tsar_sim_int2_gemv
     fn.restype = ctypes.c_int
-    return _measure(fn, lambda d: (_ptr(d), 1, 4, _ptr(a), _ptr(a)), [a], calls, 3)
+    return _measure(fn, lambda d: (_ptr(d), 1, 4, _ptr(a), _ptr(a)), [a], calls, 3)[0]
+
+
+def _proxy_cases(kernel: str, M: int, K: int, platform: Platform, llc: int, dram: bool,
+                 calls: int, batches: int, overhead: float) -> list[Case]:
+    """A T-SAR kernel modelled (:func:`tsar.layer_time.modelled`) and proxy-measured on the host."""
+    from tsar.kernel_sim import plan_for, program_for
+    from tsar.kernels.formats.tsar import pack_weights
+    from tsar.kernels.tsar_codegen import function_name
+    from tsar.layer_time import counts_for, modelled
+    from tsar.sim import Machine
+
+    plan = plan_for(kernel, M, K)
+    rng = np.random.default_rng(0)
+    stream = pack_weights(plan, rng.integers(-1, 2, (M, K), dtype=np.int8))
+    counts = counts_for(kernel, 1, M, K)
+    machine = Machine(engine="proxy", in_process=True)
+    entry = machine.load_program(program_for(plan))[function_name(plan)]
+    n = max(2, math.ceil(2 * llc / stream.nbytes) + 1) if dram else 1
+    arena = machine.data
+
+    def place(a: np.ndarray) -> int:
+        addr = arena.alloc(a.nbytes, 64)
+        arena.write(addr, np.ascontiguousarray(a).view(np.uint8).reshape(-1))
+        return addr
+
+    x = place(rng.standard_normal(K).astype(np.float32))
+    y = place(np.zeros(M, np.float32))
+    work = place(np.zeros(max(64, plan.workspace_bytes), np.uint8))
+    scale = place(np.ones(1, np.float32))
+    weights = [place(stream) for _ in range(n)]
+    fn = ctypes.CFUNCTYPE(None, *[ctypes.c_uint64] * 6)(entry)
+    out = []
+    variants = [("cache", weights[:1], None)] + ([("DRAM", weights, 2.0 * llc)] if dram else [])
+    for variant, copies, footprint in variants:
+        seconds, bound = modelled(counts, platform, 1, 1, weight_footprint=footprint)
+        measured, spread = _measure(fn, lambda w: (x, w, y, 1, work, scale),
+                                    copies, calls, batches)  # type: ignore[arg-type]
+        out.append(Case(kernel, M, K, variant, int(stream.nbytes), seconds, measured - overhead,
+                        None, spread, bound))
+    return out
 
 
 def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]] = FULL_SHAPES, *,
+             tsar_kernels: Sequence[str] = TSAR_KERNELS,
              dram: bool = True, platform=None, calls: int = 60, batches: int = 5,
              progress: Callable[[str], None] | None = None) -> Validation:
     """Predict and measure every kernel x shape (x cache / DRAM); see the module docstring.
@@ -235,7 +313,8 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     llc = max(c.size for c in platform.caches)
     overhead = call_overhead(lib)
     cases: list[Case] = []
-    step = Steps(len(shapes) * len(kernels) * (2 + dram), progress or (lambda _m: None))
+    step = Steps(len(shapes) * (len(kernels) * (2 + dram) + len(tsar_kernels)),
+                 progress or (lambda _m: None))
     for M, K in shapes:
         for name in kernels:
             kern = _make(lib, name, M, K)
@@ -253,11 +332,15 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
                 streams = cache_traffic(trace, platform, cold=cold)
                 pred = predict(stats, code, base, platform, streams=streams)
                 step(f"{platform.name}: measuring {name} {M} x {K} ({variant})")
-                measured = _measure(fn, kern.native_args, copies, calls, batches) - overhead
-                cases.append(Case(name, M, K, variant, wbytes, pred.seconds, measured, pred))
+                measured, spread = _measure(fn, kern.native_args, copies, calls, batches)
+                cases.append(Case(name, M, K, variant, wbytes, pred.seconds, measured - overhead, pred,
+                                  spread, pred.bound))
+        for name in tsar_kernels:
+            step(f"{platform.name}: proxy-measuring {name} {M} x {K}")
+            cases += _proxy_cases(name, M, K, platform, llc, dram, calls, batches, overhead)
     return Validation(tuple(cases), platform.name, platform.core.frequency_ghz,
                       (*notes, f"native times exclude the ctypes call overhead, {overhead * 1e6:.2f} us "
                        "(same entry point, rejected shape: returns at once)",))
 
 
-__all__ = ["FULL_SHAPES", "KERNELS", "TINY_SHAPES", "Case", "Validation", "validate"]
+__all__ = ["FULL_SHAPES", "KERNELS", "TINY_SHAPES", "TSAR_KERNELS", "Case", "Validation", "validate"]

@@ -160,13 +160,15 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nm")
 @pytest.mark.native
 @needs_gcc
 def test_validation_tiny_shape_table():
-    from tsar.validate import TINY_SHAPES, validate
+    from tsar.validate import TINY_SHAPES, TSAR_KERNELS, validate
 
     v = validate(shapes=TINY_SHAPES, dram=False, calls=20, batches=2)
-    assert len(v.cases) == 4
+    assert len(v.cases) == 4 + len(TSAR_KERNELS)
     assert all(math.isfinite(c.error) and c.measured > 0 and c.predicted > 0 for c in v.cases)
+    assert all(c.spread >= 0 for c in v.cases)
     table = v.table()
-    assert "MAPE" in table and all(k in table for k in ("tl2", "tl1", "i2s", "int2"))
+    assert "MAPE" in table and all(k in table for k in ("tl2", "tl1", "i2s", "int2", *TSAR_KERNELS))
+    assert "bias by family" in table and set(v.bias()) >= {"tl2", "tsar-c2s4", "tsar-c4s4"}
 
 
 @pytest.mark.native
@@ -175,9 +177,9 @@ def test_validation_tiny_shape_table():
 def test_validation_full_table():
     """The full validation runs and reports every case. Its accuracy (MAPE) is a benchmark figure
     (`tsar validate-model`, docs/timing.md), not asserted here: timings on a shared machine vary."""
-    from tsar.validate import validate
+    from tsar.validate import FULL_SHAPES, KERNELS, TSAR_KERNELS, validate
 
     v = validate(calls=20, batches=3)
-    assert len(v.cases) == 16
+    assert len(v.cases) == 2 * len(FULL_SHAPES) * (len(KERNELS) + len(TSAR_KERNELS))
     assert all(math.isfinite(c.error) and c.measured > 0 and c.predicted > 0 for c in v.cases)
     assert "MAPE" in v.table()

@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "2560x6912)")
     parser.add_argument("--tiny", action="store_true", help="one small shape (64x384), seconds")
     parser.add_argument("--no-dram", action="store_true", help="skip the DRAM-resident variant")
+    parser.add_argument("--no-proxy", action="store_true",
+                        help="skip the T-SAR kernels timed through the proxy engine")
     parser.add_argument("--calls", type=positive_int, default=60, help="native calls per batch (default 60)")
     parser.add_argument("--batches", type=positive_int, default=5,
                         help="batches per case; the smallest batch median is kept (default 5)")
@@ -57,12 +59,14 @@ def _check_shapes(kernels: tuple[str, ...], shapes: tuple[tuple[int, int], ...])
 
 
 def run(args: argparse.Namespace) -> int:
-    from tsar.validate import FULL_SHAPES, KERNELS, TINY_SHAPES, validate
+    from tsar.validate import FULL_SHAPES, KERNELS, TINY_SHAPES, TSAR_KERNELS, validate
 
     shapes = TINY_SHAPES if args.tiny else tuple(args.shape or FULL_SHAPES)
     kernels = tuple(args.kernel or KERNELS)
     _check_shapes(kernels, shapes)
-    result = validate(kernels, shapes, dram=not args.no_dram, calls=args.calls, batches=args.batches,
+    tsar_kernels = () if args.no_proxy else TSAR_KERNELS
+    result = validate(kernels, shapes, tsar_kernels=tsar_kernels, dram=not args.no_dram,
+                      calls=args.calls, batches=args.batches,
                       progress=lambda msg: console.progress(f"  {msg}"))
     if args.csv:
         from tsar.jsonout import emit_csv
@@ -78,13 +82,15 @@ def run(args: argparse.Namespace) -> int:
              mape=result.mape, mape_by_variant=mapes, notes=result.notes,
              cases=[{"kernel": c.kernel, "M": c.M, "K": c.K, "variant": c.variant,
                      "weight_bytes": c.weight_bytes, "predicted_s": c.predicted,
-                     "measured_s": c.measured, "error": c.error, "bound": c.prediction.bound}
-                    for c in result.cases])
+                     "measured_s": c.measured, "spread": c.spread, "error": c.error,
+                     "bound": c.bound} for c in result.cases],
+             bias_by_family=result.bias(), error_by_family=result.family_error())
         return 1 if args.target is not None and not result.mape <= args.target else 0
     if args.loops:
         for case in result.cases:
-            print(f"== {case.kernel} {case.M} x {case.K} ({case.variant})")
-            print(case.prediction.table())
+            if case.prediction is not None:
+                print(f"== {case.kernel} {case.M} x {case.K} ({case.variant})")
+                print(case.prediction.table())
     print(result.table())
     for note in result.notes:
         print(f"note: {note}")
