@@ -1,55 +1,58 @@
-"""Control and write-back of the base slice: instruction register, op decode, result select."""
+"""Issue and control of the port: the instruction register, the base-op decode ROM (from
+:data:`~tsar.rtl.ops.BASE_OPS`), the hazard check and the write-port reservation.
+
+An instruction executes in the cycle it leaves the instruction register: an ALU operation writes
+its result at the end of that cycle (latency 1), a multiplier operation enters stage M1 and is
+written ``L - 1`` cycles later. The instruction waits in the register while
+
+* a register it names (``dst``, ``src1``, ``src2``) is the destination of an operation in flight
+  (read-after-write and write-after-write; no result bypass beyond the register file), or
+* its write would fall in a cycle the single write port is already reserved for (``res``: bit
+  ``k`` = a multiplier result is written ``k`` cycles from now).
+
+T-SAR instructions (``TLUT``, ``TGEMV``) start when nothing is in flight and hold the register
+until their sequencer finishes.
+"""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
 from tsar.isa.config import VECTOR_REGISTERS
 
-from .alu import LANE_BITS, WIDE_BITS
-from .schedule import LaneOp
+from .mul import STAGES
+from .ops import BASE_OPS, MAX_LATENCY, MUL_LATENCIES, SUBTRACTING, AluFn
 
 REG_BITS = bits_for(VECTOR_REGISTERS - 1)
 """Bits of a register number (``VECTOR_REGISTERS`` registers)."""
 
+FUNC_BITS = bits_for(len(BASE_OPS) - 1)
 
-class SliceOp(enum.Enum, shape=3):
-    """Operations the slice executes (register operands ``dst``, ``src1`` = VEX.vvvv,
-    ``src2`` = ModRM.rm).
 
-    * ``VPADDW`` / ``VPSUBW`` / ``VPMULLW``: ``dst.w[l] = src1.w[l] op src2.w[l]`` (wrap to the
-      lane width, :data:`~tsar.rtl.alu.LANE_BITS`);
-    * ``VPDPW4``: ``dst.d[t] += sum_{i<F} src1.w[F*t+i] * src2.w[F*t+i]`` for each adder tree ``t``
-      (``F``: :data:`~tsar.isa.config.ADDER_TREE_FAN_IN`; signed, wrapping to
-      :data:`~tsar.rtl.alu.WIDE_BITS`); the dwords above the trees' are cleared;
-    * ``TLUT`` / ``TGEMV``: the T-SAR instruction of configuration ``cfg`` (T-SAR slices only;
-      a base slice treats them as ``NOP``): ``TLUT dst_group, src2``, ``TGEMV dst, src1_group,
-      src2[:src2|1]``.
-    """
+class SliceOp(enum.Enum, shape=2):
+    """Instruction class: ``BASE`` (``func`` indexes :data:`~tsar.rtl.ops.BASE_OPS`), or the T-SAR
+    instruction of configuration ``cfg``: ``TLUT dst_group, src2``, ``TGEMV dst, src1_group, src2``
+    (``src2`` from the load-data input when ``mem``)."""
 
     NOP = 0
-    VPADDW = 1
-    VPSUBW = 2
-    VPMULLW = 3
-    VPDPW4 = 4
-    TLUT = 5
-    TGEMV = 6
-
-
-BASE_OPS = (SliceOp.VPADDW, SliceOp.VPSUBW, SliceOp.VPMULLW, SliceOp.VPDPW4)
+    BASE = 1
+    TLUT = 2
+    TGEMV = 3
 
 
 def instr_layout(n_configs: int) -> data.StructLayout:
-    """One decoded instruction: op, configuration index (T-SAR ops), register numbers."""
+    """One decoded instruction: class, base function, configuration index, registers, memory flag."""
     return data.StructLayout({
         "op": SliceOp,
+        "func": FUNC_BITS,
         "cfg": max(1, bits_for(max(0, n_configs - 1))),
         "dst": REG_BITS,
         "src1": REG_BITS,
         "src2": REG_BITS,
+        "mem": 1,
     })
 
 
@@ -63,63 +66,99 @@ def issue_signature(n_configs: int) -> wiring.Signature:
 
 
 class Decode(wiring.Component):
-    """Instruction register and base-op decode.
+    """Instruction register, decode ROM, hazard check, write-port reservation."""
 
-    Takes a new instruction every cycle unless ``stall`` (a multi-uop T-SAR instruction holds
-    the register). ``done`` marks the cycle in which the instruction in ``ir`` finishes.
-    """
-
-    def __init__(self, n_configs: int):
+    def __init__(self, n_configs: int, words: int):
+        self.words = words
         super().__init__({
             "issue": In(issue_signature(n_configs)),
-            "stall": In(1),
             "ir_valid": Out(1),
             "ir": Out(instr_layout(n_configs)),
-            "lane_op": Out(LaneOp),
-            "wb_dot": Out(1),
-            "wb_en": Out(1),
+            # decoded controls
+            "alu_fn": Out(4),
+            "esize": Out(2),
+            "sub": Out(1),
+            "mul_fn": Out(3),
+            "mul_lat": Out(range(len(MUL_LATENCIES))),
+            "go_alu": Out(1),
+            "go_mul": Out(1),
+            # pipeline state
+            "busy": In(1 + STAGES),
+            "busy_dst": In(REG_BITS).array(1 + STAGES),
+            "tsar_done": In(1),
+            "idle": Out(1),
             "done": Out(1),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.d.comb += self.issue.ready.eq(~self.stall)
-        with m.If(~self.stall):
-            m.d.sync += [self.ir_valid.eq(self.issue.valid), self.ir.eq(self.issue.instr)]
-        m.d.comb += self.done.eq(self.ir_valid & ~self.stall)
-        with m.Switch(self.ir.op):
-            with m.Case(SliceOp.VPSUBW):
-                m.d.comb += self.lane_op.eq(LaneOp.SUB)
-            with m.Case(SliceOp.VPMULLW, SliceOp.VPDPW4):
-                m.d.comb += self.lane_op.eq(LaneOp.MUL)
-            with m.Default():
-                m.d.comb += self.lane_op.eq(LaneOp.ADD)
-        is_base = Signal()
+        ir = self.ir
+        is_alu, is_mul = Signal(), Signal()
+        latency = Signal(range(MAX_LATENCY + 1))
+        with m.Switch(ir.func):
+            for op in BASE_OPS:
+                with m.Case(op.code):
+                    if op.unit == "alu":
+                        m.d.comb += [is_alu.eq(1), self.alu_fn.eq(op.fn), self.esize.eq(op.esize),
+                                     self.sub.eq(AluFn(op.fn) in SUBTRACTING)]
+                    else:
+                        m.d.comb += [is_mul.eq(1), self.mul_fn.eq(op.fn),
+                                     self.mul_lat.eq(MUL_LATENCIES.index(op.latency))]
+                    m.d.comb += latency.eq(op.latency)
+        res = Signal(MAX_LATENCY, name="wb_reserved")
+        hazard = Signal()
+        clashes = [self.busy[k] & ((self.busy_dst[k] == ir.dst) | (self.busy_dst[k] == ir.src1) |
+                                   ((self.busy_dst[k] == ir.src2) & ~ir.mem))
+                   for k in range(1 + STAGES)]
+        m.d.comb += hazard.eq(Cat(*clashes).any())
+        base = self.ir_valid & (ir.op == SliceOp.BASE)
+        slot_free = ~Cat(Const(0, 1), res).bit_select(latency, 1)  # res[latency - 1]
+        go = Signal()
         m.d.comb += [
-            is_base.eq(Cat(self.ir.op == op for op in BASE_OPS).any()),
-            self.wb_en.eq(self.ir_valid & is_base),
-            self.wb_dot.eq(self.ir.op == SliceOp.VPDPW4),
+            go.eq(base & ~hazard & slot_free),
+            self.go_alu.eq(go & is_alu),
+            self.go_mul.eq(go & is_mul),
         ]
+        reserve = Signal(MAX_LATENCY)
+        with m.If(self.go_mul), m.Switch(self.mul_lat):
+            for i, lat in enumerate(MUL_LATENCIES):
+                with m.Case(i):
+                    m.d.comb += reserve.eq(1 << (lat - 2))
+        m.d.sync += res.eq((res >> 1) | reserve)
+        complete = Signal()
+        m.d.comb += [
+            complete.eq(go | (ir.op == SliceOp.NOP) | self.tsar_done),
+            self.done.eq(self.ir_valid & complete),
+            self.issue.ready.eq(~self.ir_valid | complete),
+            self.idle.eq(~self.ir_valid & ~self.busy.any()),
+        ]
+        with m.If(self.issue.ready):
+            m.d.sync += [self.ir_valid.eq(self.issue.valid), self.ir.eq(self.issue.instr)]
         return m
 
 
 class WriteBack(wiring.Component):
-    """Base write-back interface: the lane results, or the adder-tree dwords (``dot``)."""
+    """Base write-back interface: the ALU result in its execute cycle, else the multiplier result
+    written from the result pipeline (the reservation keeps them apart)."""
 
-    def __init__(self, lanes: int, trees: int):
-        self.lanes, self.trees = lanes, trees
+    def __init__(self, bits: int):
         super().__init__({
-            "result": In(LANE_BITS).array(lanes),
-            "sum": In(signed(WIDE_BITS)).array(trees),
-            "dot": In(1),
-            "data": Out(lanes * LANE_BITS),
+            "alu_en": In(1),
+            "alu_dst": In(REG_BITS),
+            "alu_data": In(bits),
+            "pipe_en": In(1),
+            "pipe_dst": In(REG_BITS),
+            "pipe_data": In(bits),
+            "en": Out(1),
+            "addr": Out(REG_BITS),
+            "data": Out(bits),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        dot = Cat(*self.sum, Const(0, self.lanes * LANE_BITS - self.trees * WIDE_BITS))
-        with m.If(self.dot):
-            m.d.comb += self.data.eq(dot)
+        m.d.comb += self.en.eq(self.alu_en | self.pipe_en)
+        with m.If(self.alu_en):
+            m.d.comb += [self.addr.eq(self.alu_dst), self.data.eq(self.alu_data)]
         with m.Else():
-            m.d.comb += self.data.eq(Cat(*self.result))
+            m.d.comb += [self.addr.eq(self.pipe_dst), self.data.eq(self.pipe_data)]
         return m

@@ -1,15 +1,14 @@
-"""Simulation of the slice: an instruction driver, random checks against the reference model,
-measured cycles per instruction, and waveforms.
+"""Simulation of the port: an instruction driver, random checks against the reference model,
+measured latency and throughput of every instruction, and waveforms.
 
-The Python simulator of Amaranth needs nothing but Amaranth; it runs the 16-lane (256-bit) slice at a
-few thousand cycles per second.
+Two backends run the same testbench (:class:`Driver`): Amaranth's Python simulator (needs nothing
+else, the default) and Verilator (:mod:`.verilator`, compiled, for long runs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from itertools import pairwise
 
 import numpy as np
@@ -17,13 +16,15 @@ from amaranth.sim import Simulator
 
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 
-from .base import BASE_OPS, SliceOp
-from .reference import Instr, SliceModel
+from .base import SliceOp
+from .ops import BASE_OPS
+from .reference import BaseSemantics, Instr, SliceModel
 from .unit import VectorUnit
 
 
 class Driver:
-    """Drives a :class:`VectorUnit` from an async testbench: register back door and issue port."""
+    """Drives a :class:`VectorUnit` from an async Amaranth testbench: register back door, issue
+    port, load data. :mod:`.verilator` provides the same methods on a compiled model."""
 
     def __init__(self, unit: VectorUnit, ctx):
         self.unit, self.ctx = unit, ctx
@@ -36,49 +37,44 @@ class Driver:
     def read(self, reg: int) -> int:
         return self.ctx.get(self.unit.regs[reg])
 
-    def _encode(self, instr: Instr):
+    def encode(self, instr: Instr):
         cfg = self.unit.configs.index(instr.cfg) if instr.cfg is not None else 0
-        return self.layout.const({"op": instr.op, "cfg": cfg, "dst": instr.dst,
-                                  "src1": instr.src1, "src2": instr.src2})
+        func = next(op.code for op in BASE_OPS if op.mnemonic == instr.func) if instr.func else 0
+        return self.layout.const({"op": instr.op, "func": func, "cfg": cfg, "dst": instr.dst,
+                                  "src1": instr.src1, "src2": instr.src2, "mem": int(instr.mem)})
 
-    async def _tick(self) -> None:
+    async def tick(self) -> None:
         await self.ctx.tick()
         self.cycle += 1
 
     async def issue(self, instr: Instr) -> int:
-        """Present ``instr`` until the slice takes it; returns the cycle it was taken in."""
+        """Present ``instr`` until the port takes it; returns the cycle it was taken in. Its load
+        data is applied when it enters the instruction register (the previous instruction may
+        still be using the old)."""
         ctx, issue = self.ctx, self.unit.issue
-        ctx.set(issue.instr, self._encode(instr))
+        ctx.set(issue.instr, self.encode(instr))
         ctx.set(issue.valid, 1)
         while True:
             ready = ctx.get(issue.ready)
-            await self._tick()
+            await self.tick()
             if ready:
                 ctx.set(issue.valid, 0)
+                ctx.set(self.unit.load_data, instr.load)
                 return self.cycle
 
-    async def execute(self, instr: Instr) -> int:
-        """Issue ``instr`` and wait until it has written back; returns its execute cycles."""
-        await self.issue(instr)
-        cycles = 0
-        while True:
-            cycles += 1
-            done = self.ctx.get(self.unit.done)
-            await self._tick()
-            if done:
-                return cycles
+    async def drain(self) -> None:
+        while not self.ctx.get(self.unit.idle):
+            await self.tick()
 
     async def stream(self, instrs: Sequence[Instr]) -> list[int]:
         """Issue back to back; returns the issue-to-issue distance in cycles of each instruction."""
         taken = [await self.issue(instr) for instr in [*instrs, Instr(SliceOp.NOP, 0)]]
-        while not self.ctx.get(self.unit.done):
-            await self._tick()
-        await self._tick()
+        await self.drain()
         return [b - a for a, b in pairwise(taken)]
 
 
 def simulate(unit: VectorUnit, bench: Callable, vcd: str | None = None) -> None:
-    """Run ``bench(driver)`` (an async function) on ``unit``, optionally writing a VCD."""
+    """Run ``bench(driver)`` (an async function) on ``unit`` in the Python simulator."""
     sim = Simulator(unit)
     sim.add_clock(1e-9)
 
@@ -97,7 +93,7 @@ def simulate(unit: VectorUnit, bench: Callable, vcd: str | None = None) -> None:
 
 @dataclass
 class Case:
-    """A short program and the register values to load before it."""
+    """A short program, issued back to back, and the register values to load before it."""
 
     loads: dict[int, int]
     program: list[Instr]
@@ -108,7 +104,7 @@ class Report:
     instructions: int = 0
     cycles: int = 0
     mismatches: list[str] = field(default_factory=list)
-    cycles_by_op: dict[str, set[int]] = field(default_factory=dict)
+    by_op: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -116,107 +112,190 @@ class Report:
 
 
 def _rand_reg(rng: np.random.Generator, bits: int) -> int:
+    """A random register value; a quarter of them are built from edge elements (0, +-1, the
+    signed and unsigned limits) so that saturation and compares are exercised."""
+    if rng.random() < 0.25:
+        edges = np.array([0x00, 0x01, 0x7F, 0x80, 0xFF, 0xFE, 0x81], np.uint8)
+        size = 1 << int(rng.integers(0, 4))
+        out = bytearray()
+        while len(out) < bits // 8:
+            pick = edges[rng.integers(len(edges))]
+            top = edges[rng.integers(len(edges))]
+            out += bytes([pick] * (size - 1) + [top])
+        return int.from_bytes(bytes(out[:bits // 8]), "little")
     return int.from_bytes(rng.bytes(bits // 8), "little")
 
 
-def base_case(rng: np.random.Generator, vector_bits: int) -> Case:
-    """One random base instruction on random registers (operands may alias)."""
-    op = BASE_OPS[rng.integers(len(BASE_OPS))]
-    dst, src1, src2 = (int(r) for r in rng.integers(0, VECTOR_REGISTERS, 3))
-    loads = {r: _rand_reg(rng, vector_bits) for r in {dst, src1, src2}}
-    return Case(loads, [Instr(op, dst, src1, src2)])
+def base_case(rng: np.random.Generator, vector_bits: int, length: int = 4,
+              ops: Sequence[str] | None = None) -> Case:
+    """``length`` random base instructions on random registers (operands may alias, results feed
+    later instructions: the hazard logic is exercised), some with a memory operand."""
+    names = list(ops) if ops else [op.mnemonic for op in BASE_OPS]
+    program, loads = [], {}
+    for _ in range(length):
+        dst, src1, src2 = (int(r) for r in rng.integers(0, VECTOR_REGISTERS, 3))
+        mem = bool(rng.random() < 0.2)
+        for r in (src1, *(() if mem else (src2,))):
+            if r not in loads and all(r != i.dst for i in program):
+                loads[r] = _rand_reg(rng, vector_bits)
+        program.append(Instr.base(names[rng.integers(len(names))], dst, src1, src2, mem=mem,
+                                  load=_rand_reg(rng, vector_bits) if mem else 0))
+    return Case(loads, program)
 
 
 def tsar_case(rng: np.random.Generator, cfg: TsarConfig, tgemvs: int = 3) -> Case:
     """A TLUT from random activations, then ``tgemvs`` TGEMVs with random accumulators and weight
-    codes (any code, including ones the packer never emits) into the same LUT group."""
+    codes (any code, including ones the packer never emits) into the same LUT group; some
+    operands come from memory, and a base instruction may write into the group between TGEMVs
+    (the latch must notice)."""
     g = cfg.group_regs
     group = int(rng.integers(0, VECTOR_REGISTERS // g)) * g
     free = [r for r in range(VECTOR_REGISTERS) if not group <= r < group + g]
     pairs = [r for r in free if r % cfg.weight_regs == 0 and r + cfg.weight_regs - 1 in free]
-    loads: dict[int, int] = {}
+    loads: dict[int, int] = {r: _rand_reg(rng, cfg.vector_bits) for r in range(VECTOR_REGISTERS)}
     src = int(rng.choice(free))
-    loads[src] = _rand_reg(rng, cfg.vector_bits)
-    program = [Instr(SliceOp.TLUT, group, 0, src, cfg)]
+    mem = bool(rng.random() < 0.25)
+    program = [Instr(SliceOp.TLUT, group, 0, src, cfg, mem=mem,
+                     load=_rand_reg(rng, cfg.vector_bits) if mem else 0)]
     for _ in range(tgemvs):
         weights = int(rng.choice(pairs))
         acc = int(rng.choice([r for r in free if not weights <= r < weights + cfg.weight_regs]))
-        program.append(Instr(SliceOp.TGEMV, acc, group, weights, cfg))
-        for r in range(weights, weights + cfg.weight_regs):
-            loads.setdefault(r, _rand_reg(rng, cfg.vector_bits))
-        loads.setdefault(acc, _rand_reg(rng, cfg.vector_bits))
+        mem = bool(rng.random() < 0.25)
+        load = sum(_rand_reg(rng, cfg.vector_bits) << (i * cfg.vector_bits)
+                   for i in range(cfg.weight_regs)) if mem else 0
+        program.append(Instr(SliceOp.TGEMV, acc, group, weights, cfg, mem=mem, load=load))
+        if rng.random() < 0.1:
+            target = group + int(rng.integers(g))
+            program.append(Instr.base("vpaddw", target, target, int(rng.choice(free))))
     return Case(loads, program)
 
 
-def run_cases(unit: VectorUnit, cases: Iterable[Case], vcd: str | None = None) -> Report:
-    """Execute every case in RTL and in :class:`~tsar.rtl.reference.SliceModel`; compare each written
-    register."""
+async def run_program(drv, model: SliceModel, cases: Iterable[Case], report: Report) -> None:
+    """Load each case's registers (both sides), issue its program back to back, drain, compare
+    every register; the driver is either backend's."""
+    for case in cases:
+        for reg, value in case.loads.items():
+            drv.load(reg, value)
+            model.regs[reg] = value
+        start = drv.cycle
+        await drv.stream(case.program)
+        report.cycles += drv.cycle - start
+        for instr in case.program:
+            model.execute(instr)
+            report.instructions += 1
+            report.by_op[instr.name] = report.by_op.get(instr.name, 0) + 1
+        for reg in range(VECTOR_REGISTERS):
+            got, want = drv.read(reg), model.regs[reg]
+            if got != want:
+                program = "; ".join(map(str, case.program))
+                report.mismatches.append(f"{program}: r{reg} = {got:#x}, expected {want:#x}")
+                model.regs[reg] = got  # carry on from the RTL's state
+
+
+def run_cases(unit: VectorUnit, cases: Iterable[Case], semantics: BaseSemantics,
+              vcd: str | None = None) -> Report:
+    """Execute every case in RTL (Python simulator) and in the reference model; compare."""
     report = Report()
     cases = list(cases)
 
     async def bench(drv: Driver) -> None:
-        model = SliceModel(unit.slice.vector_bits)
-        for case in cases:
-            for reg, value in case.loads.items():
-                drv.load(reg, value)
-                model.regs[reg] = value
-            for instr in case.program:
-                cycles = await drv.execute(instr)
-                model.execute(instr)
-                name = str(instr).split()[0]
-                report.cycles_by_op.setdefault(name, set()).add(cycles)
-                report.instructions += 1
-                report.cycles += cycles
-                for reg in instr.writes():
-                    got, want = drv.read(reg), model.regs[reg]
-                    if got != want:
-                        report.mismatches.append(f"{instr}: r{reg} = {got:#x}, expected {want:#x}")
-                        model.regs[reg] = got  # carry on from the RTL's state
+        await run_program(drv, SliceModel(unit.slice.vector_bits, semantics), cases, report)
 
     simulate(unit, bench, vcd)
     return report
 
 
 def random_cases(rng: np.random.Generator, unit: VectorUnit, n_tsar: int, n_base: int,
-                 tgemvs: int = 3) -> list[Case]:
-    cases = [base_case(rng, unit.slice.vector_bits) for _ in range(n_base)]
+                 tgemvs: int = 3, length: int = 4) -> list[Case]:
+    cases = [base_case(rng, unit.slice.vector_bits, length) for _ in range(n_base)]
     for cfg in unit.configs:
         cases += [tsar_case(rng, cfg, tgemvs) for _ in range(n_tsar)]
     order = rng.permutation(len(cases))
     return [cases[i] for i in order]
 
 
-# --- cycles per instruction --------------------------------------------------------------------------
-
-@cache
-def measured_cycles(cfg: TsarConfig) -> dict[str, int]:
-    """Issue-to-issue cycles of every instruction, measured by simulating the RTL of a T-SAR slice
-    for ``cfg``: ``{"tlut2x4": 2, "tgemv8x16": 4, "vpaddw": 1, ...}``. The timing model's T-SAR
-    uop counts come from here."""
-    unit = VectorUnit(cfg.vector_bits, (cfg,))
-    g = cfg.group_regs
-    acc = g if g < VECTOR_REGISTERS else 0
-    weights = (acc + 2) & ~1
-    program = [Instr(SliceOp.TLUT, 0, 0, VECTOR_REGISTERS - 1, cfg),
-               Instr(SliceOp.TGEMV, acc, 0, weights, cfg),
-               Instr(SliceOp.TGEMV, acc, 0, weights, cfg),
-               Instr(SliceOp.TLUT, 0, 0, VECTOR_REGISTERS - 1, cfg),
-               *(Instr(op, 1, 2, 3) for op in BASE_OPS)]
-    result: dict[str, set[int]] = {}
-
-    async def bench(drv: Driver) -> None:
-        for instr, cycles in zip(program, await drv.stream(program), strict=True):
-            result.setdefault(str(instr).split()[0], set()).add(cycles)
-
-    simulate(unit, bench)
-    for name, seen in result.items():
-        if len(seen) != 1:
-            raise AssertionError(f"{name}: cycles vary between issues: {sorted(seen)}")
-    return {name: seen.pop() for name, seen in result.items()}
-
-
-def write_waveform(path: str, cfg: TsarConfig, seed: int = 0) -> Report:
+def write_waveform(path: str, cfg: TsarConfig, semantics: BaseSemantics, seed: int = 0) -> Report:
     """Write a VCD of a TLUT followed by TGEMVs (checked against the reference as it runs)."""
     rng = np.random.default_rng(seed)
     unit = VectorUnit(cfg.vector_bits, (cfg,))
-    return run_cases(unit, [tsar_case(rng, cfg, tgemvs=2)], vcd=path)
+    return run_cases(unit, [tsar_case(rng, cfg, tgemvs=2)], semantics, vcd=path)
+
+
+# --- cycles per instruction --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Timing:
+    """Measured cycles of one instruction: ``latency`` (issue to the issue of a dependent
+    instruction) and ``throughput`` (cycles per instruction, independent copies back to back)."""
+
+    latency: int
+    throughput: float
+
+
+def _steady(distances: Sequence[int]) -> float:
+    """Issue interval of a back-to-back run, without the first and the last (drain) distance."""
+    inner = list(distances[1:-1]) or list(distances)
+    return float(np.median(inner))
+
+
+def _programs(configs: Sequence[TsarConfig], base_ops: Sequence[str]) -> list[tuple[str, str, list[Instr]]]:
+    """(name, "latency" | "throughput", program) of every measurement."""
+    out = []
+    for mn in base_ops:
+        out.append((mn, "latency", [Instr.base(mn, 1, 2, 3), Instr.base(mn, 4, 1, 5)]))
+        out.append((mn, "throughput", [Instr.base(mn, 8 + i, 2, 3) for i in range(6)]))
+    for cfg in configs:
+        g = cfg.group_regs
+        other = g if 2 * g <= VECTOR_REGISTERS - 4 else 0  # a second group, if registers allow
+        free = [r for r in range(VECTOR_REGISTERS) if not (0 <= r < g or other <= r < other + g)]
+        weights = next(r for r in free if r % cfg.weight_regs == 0
+                       and all(x in free for x in range(r, r + cfg.weight_regs)))
+        accs = [r for r in free if not weights <= r < weights + cfg.weight_regs]
+        src = accs[-1]
+        tlut = Instr(SliceOp.TLUT, 0, 0, src, cfg)
+        tgemv = [Instr(SliceOp.TGEMV, accs[i], 0, weights, cfg) for i in range(4)]
+        out.append((cfg.tlut_mnemonic, "latency", [tlut, tgemv[0]]))
+        out.append((cfg.tlut_mnemonic, "throughput",
+                    [Instr(SliceOp.TLUT, (i % 2) * other, 0, src, cfg) for i in range(4)]))
+        dependent = Instr.base("vpaddw", accs[5], accs[0], src)
+        out.append((cfg.tgemv_mnemonic, "latency", [tlut, tgemv[0], dependent]))
+        out.append((cfg.tgemv_mnemonic, "throughput", [tlut, *tgemv]))
+    return out
+
+
+def measure_timing(configs: Sequence[TsarConfig], lut_read: str = "latch",
+                   base_ops: Sequence[str] | None = None, vector_bits: int | None = None
+                   ) -> dict[str, Timing]:
+    """Latency and throughput of the T-SAR instructions of ``configs`` and of ``base_ops``
+    (default: every base operation), measured by simulating a port with ``configs``."""
+    bits = vector_bits or (configs[0].vector_bits if configs else 256)
+    names = [op.mnemonic for op in BASE_OPS] if base_ops is None else list(base_ops)
+    unit = VectorUnit(bits, tuple(configs), lut_read)
+    programs = _programs(configs, names)
+    seen: dict[str, dict[str, float]] = {}
+
+    async def bench(drv: Driver) -> None:
+        for name, kind, program in programs:
+            d = await drv.stream(program)
+            if kind == "latency":
+                # d[k]: cycles instruction k holds the instruction register (its stalls included).
+                # A base dependent executes in its last cycle there, a T-SAR one in its first.
+                if program[-1].op is SliceOp.TGEMV:       # TLUT -> TGEMV
+                    value = d[0]
+                elif len(program) == 3:                   # TLUT, TGEMV -> base
+                    value = d[1] + d[2] - 1
+                else:                                     # base -> base
+                    value = d[0] + d[1] - 1
+            else:
+                value = _steady(d[1:] if program[0].op is SliceOp.TLUT and name != program[0].name else d)
+            seen.setdefault(name, {})[kind] = value
+
+    simulate(unit, bench)
+    return {name: Timing(int(v["latency"]), v["throughput"]) for name, v in seen.items()}
+
+
+def measured_cycles(cfg: TsarConfig, lut_read: str = "latch") -> dict[str, int]:
+    """Issue-to-issue cycles of the T-SAR instructions of ``cfg`` back to back (after a TLUT
+    of their group), measured in simulation: ``{"tlut2x4": 2, "tgemv8x16": 4}``."""
+    timing = measure_timing((cfg,), lut_read, base_ops=())
+    return {name: round(t.throughput) for name, t in timing.items()}

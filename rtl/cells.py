@@ -56,6 +56,9 @@ FLOP = Cell("dfxtp_1", 7.36, ("D",), "Q", "IQ")
 
 PREFIX = "sky130_fd_sc_hd__"
 
+NAND2_AREA = CELLS[2].area
+"""Area of ``nand2_1`` (3.75 um^2): the unit of NAND2-equivalents."""
+
 
 def liberty() -> str:
     """The Liberty text (``library(sky130_fd_sc_hd_area)``)."""

@@ -1,7 +1,20 @@
-"""The T-SAR additions to the slice: operand-bus MUXes, write-back MUX, sequencer.
+"""The T-SAR additions to the port: operand-bus MUXes, the 4:1 reduction trees, the LUT-group
+buffer, write-back MUX, sequencer.
 
-None of these blocks adds arithmetic: TLUT and TGEMV run on the base lanes and adder trees
-(:mod:`.schedule`); these blocks only select operands, route results and count uops.
+TLUT and TGEMV run their lane add/subtracts on the base ALU (word mode, :mod:`.schedule`). Two
+additions are not muxes: the AVX2 port has no 4:1 reduction with accumulator (``vpmaddwd`` adds
+pairs), so TGEMV's adder trees are added (:class:`~tsar.rtl.adder_tree.AdderTrees`, block
+``tsar_trees``); and every TGEMV uop needs the whole LUT group (each lane picks from its block's D
+and S tables) besides the accumulator and the weights, more registers than the register file's
+three read ports give in one cycle, so the group is held in the slice (:class:`LutBuffer`).
+
+LUT-group read policy (``lut_read``):
+
+* ``"ports"``: every TGEMV first reads its group through the three read ports into the buffer,
+  ``ceil(group_regs / 3)`` extra cycles (c2s4: 1, c4s4: 3);
+* ``"latch"``: the buffer keeps the group a TLUT wrote (it snoops the TLUT's writes) with a tag;
+  a TGEMV whose group is the tagged one reads no group registers. Any other write into the group
+  clears the tag; a miss loads the group as in ``"ports"``.
 """
 
 from __future__ import annotations
@@ -15,8 +28,10 @@ from amaranth.utils import bits_for, ceil_log2
 
 from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
 
-from .alu import LANE_BITS, WIDE_BITS
+from .alu import WIDE_BITS
+from .alu import WORD_BITS as LANE_BITS
 from .base import REG_BITS, SliceOp, instr_layout
+from .regfile import READ_PORTS
 from .schedule import (
     TGEMV_STEP,
     LaneOp,
@@ -40,7 +55,7 @@ class OperandPlan:
     likewise for B; the sequencer's uop ROM stores the indices.
 
     A configuration is refused (ValueError naming the axis) unless its LUT entries and accumulator
-    words are the lanes' :data:`~tsar.rtl.alu.LANE_BITS` (``lut_bits``, ``acc_bits``: int32
+    words are the ALU's :data:`~tsar.rtl.alu.WORD_BITS` (``lut_bits``, ``acc_bits``: int32
     accumulators are not implemented in RTL), its ``s`` equals the adder-tree fan-in (the split
     trees of :mod:`.schedule` for smaller ``s`` are not implemented in RTL), its weights fit a
     register pair and its schedules exist (:class:`~tsar.rtl.schedule.ScheduleError`).
@@ -82,27 +97,42 @@ class OperandPlan:
         self.max_uops = max([1] + [max(c.tlut_uops, c.tgemv_uops) for c in self.configs])
         self.max_group_regs = max([1] + [c.group_regs for c in self.configs])
         self.max_k = max([1] + [c.k for c in self.configs])
+        self.max_loads = max([1] + [load_cycles(c) for c in self.configs])
 
     def select(self, lane: int, side: str, src: Source) -> int:
         return (self.a_sources if side == "a" else self.b_sources)[lane].index(src)
 
 
+def load_cycles(cfg: TsarConfig) -> int:
+    """Cycles to read a LUT group through the register file's read ports."""
+    return -(-cfg.group_regs // READ_PORTS)
+
+
+LUT_READ_POLICIES = ("ports", "latch")
+
+
 class TsarSequencer(wiring.Component):
     """Control/scoreboard: counts the uops of TLUT and TGEMV and drives the uop ROM.
 
-    While a T-SAR instruction has uops left, ``stall`` holds the instruction register (the issue
-    port is not ready). Per uop it drives each lane's operation and operand selects, the TLUT
-    destination register offset, and the LUT-group read address (``dst`` for TLUT read-back,
-    ``src1`` for TGEMV).
+    A T-SAR instruction starts when ``start_ok`` (nothing in flight). A TGEMV first spends
+    ``load_cycles`` cycles (``loading``, ``load_step``) reading its group into the buffer unless
+    the policy is ``"latch"`` and the buffer hits (``hit``). Per uop it drives each lane's operation and
+    operand selects and the TLUT destination register offset; ``tlut`` / ``tgemv`` mark uop cycles
+    (they write back); ``done`` the last one.
     """
 
-    def __init__(self, plan: OperandPlan):
-        self.plan = plan
+    def __init__(self, plan: OperandPlan, lut_read: str):
+        self.plan, self.lut_read = plan, lut_read
         n, sel = plan.lanes, plan.sel_bits
         super().__init__({
             "ir_valid": In(1),
             "ir": In(instr_layout(len(plan.configs))),
-            "base_lane_op": In(LaneOp),
+            "start_ok": In(1),
+            "hit": In(1),
+            "done": Out(1),
+            "loading": Out(1),
+            "load_step": Out(range(plan.max_loads)),
+            "load_last": Out(1),
             "stall": Out(1),
             "uop": Out(_width(plan.max_uops)),
             "tlut": Out(1),
@@ -111,28 +141,42 @@ class TsarSequencer(wiring.Component):
             "a_sel": Out(sel).array(n),
             "b_sel": Out(sel).array(n),
             "reg_offset": Out(REG_BITS),
-            "group_addr": Out(REG_BITS),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
         plan, ir = self.plan, self.ir
         last = Signal.like(self.uop)
+        last_load = Signal.like(self.load_step)
+        loaded = Signal()
+        tlut_ir = self.ir_valid & (ir.op == SliceOp.TLUT)
+        tgemv_ir = self.ir_valid & (ir.op == SliceOp.TGEMV)
+        started = Signal()  # a T-SAR instruction in the register has begun (nothing in flight)
+        active = Signal()
+        need_load = tgemv_ir & ~loaded & (~self.hit if self.lut_read == "latch" else 1)
         m.d.comb += [
-            self.tlut.eq(self.ir_valid & (ir.op == SliceOp.TLUT)),
-            self.tgemv.eq(self.ir_valid & (ir.op == SliceOp.TGEMV)),
-            self.stall.eq((self.tlut | self.tgemv) & (self.uop != last)),
-            self.group_addr.eq(Cat(ir.src1, ir.dst).word_select(self.tlut, REG_BITS)),
+            active.eq((tlut_ir | tgemv_ir) & (started | self.start_ok)),
+            self.loading.eq(active & need_load),
+            self.load_last.eq(self.load_step == last_load),
+            self.tlut.eq(active & tlut_ir),
+            self.tgemv.eq(active & tgemv_ir & ~need_load),
+            self.done.eq((self.tlut | self.tgemv) & (self.uop == last)),
+            self.stall.eq((tlut_ir | tgemv_ir) & ~self.done),
         ]
-        with m.If((self.tlut | self.tgemv) & (self.uop != last)):
-            m.d.sync += self.uop.eq(self.uop + 1)
+        with m.If(self.done | ~(tlut_ir | tgemv_ir)):
+            m.d.sync += [started.eq(0), loaded.eq(0), self.uop.eq(0), self.load_step.eq(0)]
         with m.Else():
-            m.d.sync += self.uop.eq(0)
-        for i in range(plan.lanes):
-            m.d.comb += self.lane_op[i].eq(self.base_lane_op)
+            m.d.sync += started.eq(active)
+            with m.If(self.loading):
+                m.d.sync += self.load_step.eq(self.load_step + 1)
+                with m.If(self.load_step == last_load):
+                    m.d.sync += [loaded.eq(1), self.load_step.eq(0)]
+            with m.Elif(self.tlut | self.tgemv):
+                m.d.sync += self.uop.eq(self.uop + 1)
         with m.Switch(ir.cfg):
             for index, cfg in enumerate(plan.configs):
                 with m.Case(index):
+                    m.d.comb += last_load.eq(load_cycles(cfg) - 1)
                     with m.If(ir.op == SliceOp.TLUT):
                         m.d.comb += last.eq(cfg.tlut_uops - 1)
                         with m.Switch(self.uop):
@@ -273,6 +317,7 @@ class TsarWriteBackMux(wiring.Component):
             "dst": In(REG_BITS),
             "reg_offset": In(REG_BITS),
             "base_en": In(1),
+            "base_addr": In(REG_BITS),
             "base_data": In(bits),
             "lane_result": In(LANE_BITS).array(n),
             "tree_sum": In(signed(WIDE_BITS)).array(plan.trees),
@@ -293,7 +338,8 @@ class TsarWriteBackMux(wiring.Component):
                                       .word_select(self.uop == u, bits))
         m.d.comb += [
             self.en.eq(self.base_en | self.tlut | self.tgemv),
-            self.addr.eq(self.dst | Mux(self.tlut, self.reg_offset, 0)),
+            self.addr.eq(Mux(self.tlut | self.tgemv, self.dst | Mux(self.tlut, self.reg_offset, 0),
+                             self.base_addr)),
         ]
         with m.If(self.tlut):
             m.d.comb += self.data.eq(Cat(*self.lane_result))
@@ -301,4 +347,72 @@ class TsarWriteBackMux(wiring.Component):
             m.d.comb += self.data.eq(Cat(*merged))
         with m.Else():
             m.d.comb += self.data.eq(self.base_data)
+        return m
+
+
+class LutBuffer(wiring.Component):
+    """The LUT-group buffer: ``max_group_regs`` registers of flip-flops in the slice.
+
+    Written by the group loads of TGEMV (``load``: registers ``3*load_step + i`` from read port
+    ``i``) and by every TLUT uop (its group register ``reg_offset``, which is also what the c = 4
+    read-back reads). With ``lut_read = "latch"`` it keeps a tag (group register, configuration):
+    set when a TLUT or a load completes, cleared by a TLUT write or by any other write into the
+    tagged group; ``hit`` when the TGEMV in the instruction register names the tagged group.
+    """
+
+    def __init__(self, plan: OperandPlan, lut_read: str):
+        self.plan, self.lut_read = plan, lut_read
+        bits = plan.vector_bits
+        cfg_shape = instr_layout(len(plan.configs)).members["cfg"]
+        super().__init__({
+            "load": In(1),
+            "load_step": In(range(plan.max_loads)),
+            "load_last": In(1),
+            "port_data": In(bits).array(READ_PORTS),
+            "tlut": In(1),
+            "tlut_done": In(1),
+            "reg_offset": In(REG_BITS),
+            "tlut_data": In(bits),
+            "wb_en": In(1),
+            "wb_addr": In(REG_BITS),
+            "cfg": In(cfg_shape),
+            "dst": In(REG_BITS),
+            "src1": In(REG_BITS),
+            "group": Out(bits * plan.max_group_regs),
+            "hit": Out(1),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        plan = self.plan
+        regs = [Signal(plan.vector_bits, name=f"lut{r}") for r in range(plan.max_group_regs)]
+        m.d.comb += self.group.eq(Cat(*regs))
+        with m.If(self.load), m.Switch(self.load_step):
+            for step in range(plan.max_loads):
+                with m.Case(step):
+                    for i in range(READ_PORTS):
+                        if READ_PORTS * step + i < plan.max_group_regs:
+                            m.d.sync += regs[READ_PORTS * step + i].eq(self.port_data[i])
+        with m.If(self.tlut), m.Switch(self.reg_offset):
+            for r in range(plan.max_group_regs):
+                with m.Case(r):
+                    m.d.sync += regs[r].eq(self.tlut_data)
+        if self.lut_read != "latch":
+            return m
+        valid = Signal()
+        tag = Signal(REG_BITS)
+        tag_cfg = Signal.like(self.cfg)
+        group_regs = Signal(range(plan.max_group_regs + 1))
+        with m.Switch(tag_cfg):
+            for index, cfg in enumerate(plan.configs):
+                with m.Case(index):
+                    m.d.comb += group_regs.eq(cfg.group_regs)
+        inside = (self.wb_addr >= tag) & (self.wb_addr < tag + group_regs)
+        m.d.comb += self.hit.eq(valid & (tag == self.src1) & (tag_cfg == self.cfg))
+        with m.If(self.tlut_done):
+            m.d.sync += [valid.eq(1), tag.eq(self.dst), tag_cfg.eq(self.cfg)]
+        with m.Elif(self.load & self.load_last):
+            m.d.sync += [valid.eq(1), tag.eq(self.src1), tag_cfg.eq(self.cfg)]
+        with m.Elif(self.tlut | (self.wb_en & inside)):
+            m.d.sync += valid.eq(0)
         return m

@@ -17,7 +17,7 @@ import numpy as np
 
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 
-from .base import BASE_OPS, SliceOp
+from .base import SliceOp
 from .bench import Driver, simulate
 from .reference import Instr
 from .synth import SynthResult
@@ -88,9 +88,10 @@ def _rand(rng: np.random.Generator, bits: int) -> int:
 
 
 def base_stream(rng: np.random.Generator, n: int) -> list[Instr]:
-    """AVX2-kernel-like work: half dot products, the rest adds, subtracts and multiplies."""
-    ops = [SliceOp.VPDPW4, SliceOp.VPDPW4, *BASE_OPS]
-    return [Instr(ops[rng.integers(len(ops))], *(int(r) for r in rng.integers(0, VECTOR_REGISTERS, 3)))
+    """A TL2-like AVX2 kernel mix: ``vpmaddubsw`` (activations x decoded weights) and ``vpmaddwd``
+    (widening) with ``vpaddd`` / ``vpaddw`` accumulation and ``vpand`` / ``vpsubb`` decoding."""
+    ops = ["vpmaddubsw", "vpmaddubsw", "vpmaddwd", "vpaddd", "vpaddd", "vpaddw", "vpand", "vpsubb"]
+    return [Instr.base(ops[rng.integers(len(ops))], *(int(r) for r in rng.integers(0, VECTOR_REGISTERS, 3)))
             for _ in range(n)]
 
 
@@ -106,7 +107,7 @@ def tsar_stream(cfg: TsarConfig, n_tluts: int, tgemvs_per_tlut: int = 8) -> list
             weights = free[-3] if i % 2 else free[-3 - cfg.weight_regs]
             weights &= ~(cfg.weight_regs - 1)
             out.append(Instr(SliceOp.TGEMV, free[i % 2], 0, weights, cfg))
-        out.append(Instr(SliceOp.VPADDW, free[2], free[2], free[0]))
+        out.append(Instr.base("vpaddw", free[2], free[2], free[0]))
     return out
 
 

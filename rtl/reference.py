@@ -1,14 +1,18 @@
-"""Instruction-level reference model of the slice plus register file, in numpy.
+"""Instruction-level reference model of the port plus register file.
 
-Base operations are defined here; TLUT and TGEMV call the golden semantics of
-:mod:`tsar.isa.semantics`, so the RTL is checked against the ISA definition itself. Which registers
-a T-SAR instruction reads and writes comes from its ISA operand specs
+Base operations are not defined here: the model takes their semantics as a function
+(the front end and the tests pass the simulator's vector layer, ``tsar.sim.vecops``,
+which is checked against silicon), so the RTL is checked against an independent
+definition. TLUT and TGEMV call the golden semantics of :mod:`tsar.isa.semantics`, so the RTL
+is checked against the ISA definition itself. Which registers a T-SAR instruction reads and
+writes comes from its ISA operand specs
 (:attr:`Instr.isa` -> :class:`~tsar.isa.codec.TsarInstruction`), and the words' widths from its
 configuration (``lut_bits``, ``acc_bits``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,12 +20,16 @@ import numpy as np
 
 from tsar.isa import semantics
 from tsar.isa.codec import TsarInstruction, validate
-from tsar.isa.config import ADDER_TREE_FAN_IN, VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.isa.instructions import Field, Kind, instructions
 from tsar.isa.operands import Register
 
-from .alu import LANE_BITS, WIDE_BITS
+from .alu import WORD_BITS as LANE_BITS
 from .base import SliceOp
+from .ops import base_op
+
+BaseSemantics = Callable[[str, bytes, bytes], bytes]
+"""``(mnemonic, src1 bytes, src2 bytes) -> result bytes`` of a base operation (little-endian)."""
 
 _FIELDS = {"dst": Field.MODRM_REG, "src1": Field.VEX_VVVV, "src2": Field.MODRM_RM}
 """Which slice operand carries which encoding field (see :class:`~tsar.rtl.base.SliceOp`)."""
@@ -29,20 +37,36 @@ _FIELDS = {"dst": Field.MODRM_REG, "src1": Field.VEX_VVVV, "src2": Field.MODRM_R
 
 @dataclass(frozen=True)
 class Instr:
-    """One slice instruction with register operands (``cfg`` for TLUT / TGEMV)."""
+    """One port instruction: ``func`` (a base mnemonic) for ``BASE``, ``cfg`` for TLUT / TGEMV;
+    ``mem``: ``src2`` (and its pair register) comes from the load data ``load`` instead."""
 
     op: SliceOp
     dst: int
     src1: int = 0
     src2: int = 0
     cfg: TsarConfig | None = None
+    func: str = ""
+    mem: bool = False
+    load: int = 0
+
+    @classmethod
+    def base(cls, mnemonic: str, dst: int, src1: int, src2: int, **kw) -> Instr:
+        base_op(mnemonic)
+        return cls(SliceOp.BASE, dst, src1, src2, func=mnemonic, **kw)
+
+    @property
+    def name(self) -> str:
+        if self.op is SliceOp.TLUT:
+            return self.cfg.tlut_mnemonic
+        if self.op is SliceOp.TGEMV:
+            return self.cfg.tgemv_mnemonic
+        return self.func or self.op.name.lower()
 
     def __str__(self) -> str:
+        src2 = "[mem]" if self.mem else f"r{self.src2}"
         if self.op is SliceOp.TLUT:
-            return f"{self.cfg.tlut_mnemonic} r{self.dst}, r{self.src2}"
-        if self.op is SliceOp.TGEMV:
-            return f"{self.cfg.tgemv_mnemonic} r{self.dst}, r{self.src1}, r{self.src2}"
-        return f"{self.op.name.lower()} r{self.dst}, r{self.src1}, r{self.src2}"
+            return f"{self.name} r{self.dst}, {src2}"
+        return f"{self.name} r{self.dst}, r{self.src1}, {src2}"
 
     @cached_property
     def isa(self) -> TsarInstruction | None:
@@ -95,28 +119,31 @@ def to_bytes(value: int, n: int) -> np.ndarray:
 
 
 class SliceModel:
-    """Reference model of a :class:`~tsar.rtl.unit.VectorUnit` (slice plus register file):
-    architectural state of ``VECTOR_REGISTERS`` registers of ``vector_bits``, as Python ints."""
+    """Reference model of a :class:`~tsar.rtl.unit.VectorUnit` (port plus register file):
+    architectural state of ``VECTOR_REGISTERS`` registers of ``vector_bits``, as Python ints;
+    ``base_semantics`` executes the base operations."""
 
-    def __init__(self, vector_bits: int = 256):
+    def __init__(self, vector_bits: int = 256, base_semantics: BaseSemantics | None = None):
         self.vector_bits = vector_bits
         self.lanes = vector_bits // LANE_BITS
         self.regs = [0] * VECTOR_REGISTERS
+        self.base_semantics = base_semantics
+
+    def _src2(self, instr: Instr, i: int = 0) -> int:
+        if instr.mem:
+            return (instr.load >> (i * self.vector_bits)) & ((1 << self.vector_bits) - 1)
+        return self.regs[instr.src2 + i]
 
     def execute(self, instr: Instr) -> None:
-        n, regs = self.lanes, self.regs
+        regs, nbytes = self.regs, self.vector_bits // 8
         if instr.op is SliceOp.NOP:
             return
-        if instr.op in (SliceOp.VPADDW, SliceOp.VPSUBW, SliceOp.VPMULLW):
-            a, b = to_words(regs[instr.src1], n), to_words(regs[instr.src2], n)
-            r = {SliceOp.VPADDW: a + b, SliceOp.VPSUBW: a - b, SliceOp.VPMULLW: a * b}[instr.op]
-            regs[instr.dst] = from_words(r)
-        elif instr.op is SliceOp.VPDPW4:
-            trees = n // ADDER_TREE_FAN_IN
-            a, b = to_words(regs[instr.src1], n), to_words(regs[instr.src2], n)
-            acc = to_words(regs[instr.dst], trees, WIDE_BITS)
-            dots = (a * b).reshape(trees, ADDER_TREE_FAN_IN).sum(axis=1)
-            regs[instr.dst] = from_words(acc + dots, WIDE_BITS)
+        if instr.op is SliceOp.BASE:
+            if self.base_semantics is None:
+                raise ValueError("SliceModel needs base_semantics to execute base operations")
+            out = self.base_semantics(instr.func, regs[instr.src1].to_bytes(nbytes, "little"),
+                                      self._src2(instr).to_bytes(nbytes, "little"))
+            regs[instr.dst] = int.from_bytes(out[:nbytes], "little")
         elif instr.op is SliceOp.TLUT:
             self._tlut(instr)
         elif instr.op is SliceOp.TGEMV:
@@ -126,8 +153,7 @@ class SliceModel:
 
     def _tlut(self, instr: Instr) -> None:
         cfg, regs = instr.cfg, self.regs
-        (src,) = instr.operand_registers(Field.MODRM_RM)
-        act = to_bytes(regs[src], cfg.register_bytes)[:cfg.k].view(np.int8)
+        act = to_bytes(self._src2(instr), cfg.register_bytes)[:cfg.k].view(np.int8)
         group = instr.operand_registers(Field.MODRM_REG)
         words = semantics.tlut(cfg, act).reshape(len(group), cfg.lanes)
         for r, w in zip(group, words, strict=True):
@@ -137,8 +163,8 @@ class SliceModel:
         cfg, regs = instr.cfg, self.regs
         group = np.concatenate([to_words(regs[r], cfg.lanes, cfg.lut_bits)
                                 for r in instr.operand_registers(Field.VEX_VVVV)])
-        raw = b"".join(regs[r].to_bytes(cfg.register_bytes, "little")
-                       for r in instr.operand_registers(Field.MODRM_RM))
+        raw = b"".join(self._src2(instr, i).to_bytes(cfg.register_bytes, "little")
+                       for i in range(len(instr.operand_registers(Field.MODRM_RM))))
         weights = np.frombuffer(raw[:cfg.weight_bytes], np.uint8)
         (acc_reg,) = instr.operand_registers(Field.MODRM_REG)
         acc = to_words(regs[acc_reg], cfg.acc_lanes, cfg.acc_bits).astype(cfg.acc_dtype)

@@ -1,60 +1,74 @@
-"""The SIMD slice: base datapath and write-back, optionally with the T-SAR additions."""
+"""The SIMD port: base datapath and write-back, optionally with the T-SAR additions."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from amaranth.hdl import Cat, Const, Module
+from amaranth.hdl import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
 
 from .adder_tree import AdderTrees
-from .alu import LANE_BITS, WIDE_BITS, AluLanes
-from .base import REG_BITS, Decode, WriteBack, issue_signature
-from .extension import OperandPlan, TsarOperandMux, TsarSequencer, TsarWriteBackMux
+from .alu import WIDE_BITS, WORD_BITS, SimdAlu
+from .base import REG_BITS, Decode, SliceOp, WriteBack, issue_signature
+from .extension import (
+    LUT_READ_POLICIES,
+    LutBuffer,
+    OperandPlan,
+    TsarOperandMux,
+    TsarSequencer,
+    TsarWriteBackMux,
+)
+from .mul import DotCombine, Multipliers, ResultPipe
+from .ops import AluFn
+from .regfile import READ_PORTS
+from .schedule import LaneOp
 
-BASE_BLOCKS = ("decode", "lanes", "trees", "writeback")
-"""Submodules of every slice: control, ALU lanes, adder trees, write-back interface."""
+BASE_BLOCKS = ("decode", "alu", "mul", "dot", "pipe", "writeback")
+"""Submodules of every port: issue/decode/hazards, ALU, multipliers (M1), combine and dot-product
+adders (M2), result pipeline, write-back interface."""
 
-TSAR_BLOCKS = ("tsar_operands", "tsar_writeback", "tsar_sequencer")
-"""Submodules a T-SAR slice adds: operand MUXes, write-back MUX, sequencer/scoreboard."""
+TSAR_BLOCKS = ("tsar_operands", "tsar_trees", "tsar_lutbuf", "tsar_writeback", "tsar_sequencer")
+"""Submodules a T-SAR port adds: operand MUXes, 4:1 reduction trees, LUT-group buffer,
+write-back MUX, sequencer."""
 
 
 class SimdSlice(wiring.Component):
-    """One SIMD slice of ``vector_bits // LANE_BITS`` ALU lanes (:data:`~tsar.rtl.alu.LANE_BITS`: 16)
-    and ``lanes // ADDER_TREE_FAN_IN`` adder trees.
+    """One 256-bit (``vector_bits``) AVX2 integer SIMD port, optionally with T-SAR.
 
-    ``tsar`` lists the T-SAR configurations the slice executes (empty: the base slice). The
-    register file is outside: the slice drives read addresses (``dst``, ``src1``, ``src2``, and for
-    T-SAR ``src2 | 1`` and the LUT group) and receives the data; it drives one write port ``wb``.
-    ``done`` is high in the last cycle of each instruction.
+    ``tsar``: the T-SAR configurations it executes (empty: the base port); ``lut_read``: the
+    LUT-group read policy (:mod:`.extension`). The register file is outside: the port drives
+    :data:`~tsar.rtl.regfile.READ_PORTS` read addresses (``src1``, ``src2``, ``dst``; during a
+    TGEMV ``src2 | 1`` for the second weight register, during a group load the group) and one
+    write port. ``load_data``: the memory operand (``src2`` and, for two-register weights, the
+    next register) of an instruction with ``mem`` set. ``done``: an instruction leaves the
+    instruction register; ``idle``: nothing in flight.
     """
 
-    def __init__(self, vector_bits: int = 256, tsar: Sequence[TsarConfig] = ()):
+    def __init__(self, vector_bits: int = 256, tsar: Sequence[TsarConfig] = (),
+                 lut_read: str = "latch"):
+        if lut_read not in LUT_READ_POLICIES:
+            raise ValueError(f"lut_read={lut_read!r}: expected one of {', '.join(LUT_READ_POLICIES)}")
         self.vector_bits = vector_bits
-        self.lanes = vector_bits // LANE_BITS
-        self.trees = self.lanes // ADDER_TREE_FAN_IN
+        self.words = vector_bits // WORD_BITS
+        self.trees = self.words // ADDER_TREE_FAN_IN
         self.configs = tuple(tsar)
+        self.lut_read = lut_read
         self.plan = OperandPlan(vector_bits, self.configs) if self.configs else None
-        ports = {
+        self.load_regs = max([1] + [c.weight_regs for c in self.configs])
+        super().__init__({
             "issue": In(issue_signature(len(self.configs))),
             "done": Out(1),
-            "rd_addr": Out(REG_BITS).array(3),  # dst, src1, src2
-            "rd_data": In(vector_bits).array(3),
+            "idle": Out(1),
+            "rd_addr": Out(REG_BITS).array(READ_PORTS),
+            "rd_data": In(vector_bits).array(READ_PORTS),
+            "load_data": In(vector_bits * self.load_regs),
             "wb_en": Out(1),
             "wb_addr": Out(REG_BITS),
             "wb_data": Out(vector_bits),
-        }
-        if self.plan:
-            ports |= {
-                "rd_src2_hi_addr": Out(REG_BITS),
-                "rd_src2_hi": In(vector_bits),
-                "group_addr": Out(REG_BITS),
-                "group_data": In(vector_bits * self.plan.max_group_regs),
-            }
-        super().__init__(ports)
+        })
 
     @property
     def blocks(self) -> tuple[str, ...]:
@@ -62,57 +76,96 @@ class SimdSlice(wiring.Component):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.submodules.decode = decode = Decode(len(self.configs))
-        m.submodules.lanes = lanes = AluLanes(self.lanes)
-        m.submodules.trees = trees = AdderTrees(self.lanes)
-        m.submodules.writeback = wb = WriteBack(self.lanes, self.trees)
-        wiring.connect(m, wiring.flipped(self.issue), decode.issue)
-        ir = decode.ir
-        dst, src1, src2 = self.rd_data
+        n, bits = self.words, self.vector_bits
+        m.submodules.decode = dec = Decode(len(self.configs), n)
+        m.submodules.alu = alu = SimdAlu(n)
+        m.submodules.mul = mul = Multipliers(n)
+        m.submodules.dot = dot = DotCombine(n)
+        m.submodules.pipe = pipe = ResultPipe(bits)
+        m.submodules.writeback = wb = WriteBack(bits)
+        wiring.connect(m, wiring.flipped(self.issue), dec.issue)
+        ir = dec.ir
+        src1 = self.rd_data[0]
+        src2 = Mux(ir.mem, self.load_data[:bits], self.rd_data[1])
+
+        def words(v):
+            return [v.word_select(i, WORD_BITS) for i in range(n)]
+
         m.d.comb += [
-            self.done.eq(decode.done),
-            self.rd_addr[0].eq(ir.dst), self.rd_addr[1].eq(ir.src1), self.rd_addr[2].eq(ir.src2),
-            *(trees.x[i].eq(lanes.wide[i]) for i in range(self.lanes)),
-            *(wb.result[i].eq(lanes.result[i]) for i in range(self.lanes)),
-            *(wb.sum[t].eq(trees.sum[t]) for t in range(self.trees)),
-            wb.dot.eq(decode.wb_dot),
+            self.done.eq(dec.done), self.idle.eq(dec.idle),
+            *(mul.a[i].eq(w) for i, w in enumerate(words(src1))),
+            *(mul.b[i].eq(w) for i, w in enumerate(words(src2))),
+            mul.fn.eq(dec.mul_fn),
+            *(getattr(dot, x)[i].eq(getattr(mul, x)[i]) for x in ("ll", "mid", "hh") for i in range(n)),
+            *(dot.cross[d].eq(mul.cross[d]) for d in range(n // 2)),
+            dot.fn.eq(mul.fn_q),
+            pipe.issue.eq(dec.go_mul), pipe.issue_dst.eq(ir.dst), pipe.issue_lat.eq(dec.mul_lat),
+            pipe.m2_result.eq(dot.result),
+            dec.busy.eq(pipe.busy),
+            *(dec.busy_dst[k].eq(pipe.busy_dst[k]) for k in range(len(pipe.busy_dst))),
+            wb.alu_en.eq(dec.go_alu), wb.alu_dst.eq(ir.dst), wb.alu_data.eq(Cat(*alu.result)),
+            wb.pipe_en.eq(pipe.wb_en), wb.pipe_dst.eq(pipe.wb_dst), wb.pipe_data.eq(pipe.wb_data),
         ]
+        base_addr = (ir.src1, ir.src2, ir.dst)
         if not self.plan:
             m.d.comb += [
-                decode.stall.eq(0),
-                *(lanes.op[i].eq(decode.lane_op) for i in range(self.lanes)),
-                *(lanes.a[i].eq(src1.word_select(i, LANE_BITS)) for i in range(self.lanes)),
-                *(lanes.b[i].eq(src2.word_select(i, LANE_BITS)) for i in range(self.lanes)),
-                *(trees.acc[t].eq(dst.word_select(t, WIDE_BITS)) for t in range(self.trees)),
-                self.wb_en.eq(decode.wb_en), self.wb_addr.eq(ir.dst), self.wb_data.eq(wb.data),
+                *(self.rd_addr[i].eq(a) for i, a in enumerate(base_addr)),
+                *(alu.a[i].eq(w) for i, w in enumerate(words(src1))),
+                *(alu.b[i].eq(w) for i, w in enumerate(words(src2))),
+                alu.sub.eq(dec.sub.replicate(n)), alu.fn.eq(dec.alu_fn), alu.esize.eq(dec.esize),
+                dec.tsar_done.eq(0),
+                self.wb_en.eq(wb.en), self.wb_addr.eq(wb.addr), self.wb_data.eq(wb.data),
             ]
             return m
 
-        m.submodules.tsar_sequencer = seq = TsarSequencer(self.plan)
-        m.submodules.tsar_operands = ops = TsarOperandMux(self.plan)
-        m.submodules.tsar_writeback = twb = TsarWriteBackMux(self.plan)
+        plan = self.plan
+        m.submodules.tsar_sequencer = seq = TsarSequencer(plan, self.lut_read)
+        m.submodules.tsar_operands = ops = TsarOperandMux(plan)
+        m.submodules.tsar_trees = trees = AdderTrees(n)
+        m.submodules.tsar_lutbuf = buf = LutBuffer(plan, self.lut_read)
+        m.submodules.tsar_writeback = twb = TsarWriteBackMux(plan)
+        uop = seq.tlut | seq.tgemv
+        src2_hi = Mux(ir.mem, self.load_data[bits:] if self.load_regs > 1 else 0, self.rd_data[0])
+        with m.If(seq.loading):
+            m.d.comb += [self.rd_addr[i].eq(ir.src1 + READ_PORTS * seq.load_step + i)
+                         for i in range(READ_PORTS)]
+        with m.Elif(ir.op == SliceOp.TGEMV):
+            m.d.comb += [self.rd_addr[0].eq(Cat(Const(1, 1), ir.src2[1:])),
+                         self.rd_addr[1].eq(ir.src2), self.rd_addr[2].eq(ir.dst)]
+        with m.Else():
+            m.d.comb += [self.rd_addr[i].eq(a) for i, a in enumerate(base_addr)]
         m.d.comb += [
-            seq.ir_valid.eq(decode.ir_valid), seq.ir.eq(ir), seq.base_lane_op.eq(decode.lane_op),
-            decode.stall.eq(seq.stall),
-            self.rd_src2_hi_addr.eq(Cat(Const(1, 1), ir.src2[1:])),
-            self.group_addr.eq(seq.group_addr),
-            # operand MUXes in front of the lanes and tree accumulators
+            seq.ir_valid.eq(dec.ir_valid), seq.ir.eq(ir), seq.start_ok.eq(~pipe.busy.any()),
+            seq.hit.eq(buf.hit), dec.tsar_done.eq(seq.done),
             ops.cfg.eq(ir.cfg), ops.uop.eq(seq.uop), ops.tgemv.eq(seq.tgemv),
-            ops.src1.eq(src1), ops.src2.eq(src2), ops.src2_hi.eq(self.rd_src2_hi), ops.acc.eq(dst),
-            ops.group.eq(self.group_data),
-            *(ops.a_sel[i].eq(seq.a_sel[i]) for i in range(self.lanes)),
-            *(ops.b_sel[i].eq(seq.b_sel[i]) for i in range(self.lanes)),
-            *(ops.lane_result[i].eq(lanes.result[i]) for i in range(self.lanes)),
-            *(lanes.op[i].eq(seq.lane_op[i]) for i in range(self.lanes)),
-            *(lanes.a[i].eq(ops.a[i]) for i in range(self.lanes)),
-            *(lanes.b[i].eq(ops.b[i]) for i in range(self.lanes)),
+            ops.src1.eq(src1), ops.src2.eq(src2), ops.src2_hi.eq(src2_hi), ops.acc.eq(self.rd_data[2]),
+            ops.group.eq(buf.group),
+            *(ops.a_sel[i].eq(seq.a_sel[i]) for i in range(n)),
+            *(ops.b_sel[i].eq(seq.b_sel[i]) for i in range(n)),
+            *(ops.lane_result[i].eq(alu.word_sum[i]) for i in range(n)),
+            *(alu.a[i].eq(ops.a[i]) for i in range(n)),
+            *(alu.b[i].eq(ops.b[i]) for i in range(n)),
+            alu.sub.eq(Mux(uop, Cat(*(seq.lane_op[i] == LaneOp.SUB for i in range(n))),
+                           dec.sub.replicate(n))),
+            alu.fn.eq(Mux(uop, AluFn.ADD, dec.alu_fn)),
+            alu.esize.eq(Mux(uop, 1, dec.esize)),
+            *(trees.x[i].eq(alu.result[i].as_signed()) for i in range(n)),
             *(trees.acc[t].eq(ops.tree_acc[t]) for t in range(self.trees)),
-            # write-back MUX
+            buf.load.eq(seq.loading), buf.load_step.eq(seq.load_step), buf.load_last.eq(seq.load_last),
+            *(buf.port_data[i].eq(self.rd_data[i]) for i in range(READ_PORTS)),
+            buf.tlut.eq(seq.tlut), buf.tlut_done.eq(seq.tlut & seq.done),
+            buf.reg_offset.eq(seq.reg_offset), buf.tlut_data.eq(Cat(*alu.result)),
+            buf.wb_en.eq(self.wb_en), buf.wb_addr.eq(self.wb_addr),
+            buf.cfg.eq(ir.cfg), buf.dst.eq(ir.dst), buf.src1.eq(ir.src1),
             twb.tlut.eq(seq.tlut), twb.tgemv.eq(seq.tgemv), twb.uop.eq(seq.uop),
             twb.dst.eq(ir.dst), twb.reg_offset.eq(seq.reg_offset),
-            twb.base_en.eq(decode.wb_en), twb.base_data.eq(wb.data), twb.acc.eq(dst),
-            *(twb.lane_result[i].eq(lanes.result[i]) for i in range(self.lanes)),
+            twb.base_en.eq(wb.en), twb.base_addr.eq(wb.addr), twb.base_data.eq(wb.data),
+            twb.acc.eq(self.rd_data[2]),
+            *(twb.lane_result[i].eq(alu.result[i]) for i in range(n)),
             *(twb.tree_sum[t].eq(trees.sum[t]) for t in range(self.trees)),
             self.wb_en.eq(twb.en), self.wb_addr.eq(twb.addr), self.wb_data.eq(twb.data),
         ]
         return m
+
+
+__all__ = ["BASE_BLOCKS", "TSAR_BLOCKS", "WIDE_BITS", "SimdSlice"]

@@ -27,8 +27,8 @@ from amaranth.back import rtlil, verilog
 from tsar.isa.config import TsarConfig
 from tsar.isa.toolchain import cache_dir
 
-from .cells import liberty
-from .slice import SimdSlice
+from .cells import NAND2_AREA, liberty
+from .slice import BASE_BLOCKS, SimdSlice
 
 TOP = "slice"
 
@@ -78,9 +78,9 @@ def slice_name(vector_bits: int, configs: Sequence[TsarConfig]) -> str:
     return f"{vector_bits}-" + ("+".join(c.name for c in configs) if configs else "base")
 
 
-def to_verilog(vector_bits: int = 256, configs: Sequence[TsarConfig] = ()) -> str:
-    """Synthesizable Verilog of a slice (top module ``slice``)."""
-    design = SimdSlice(vector_bits, configs)
+def to_verilog(vector_bits: int = 256, configs: Sequence[TsarConfig] = (), lut_read: str = "latch") -> str:
+    """Synthesizable Verilog of a port (top module ``slice``)."""
+    design = SimdSlice(vector_bits, configs, lut_read)
     return verilog.convert(design, name=TOP, ports=None)
 
 
@@ -94,9 +94,10 @@ def yosys_command() -> list[str]:
 class _Job:
     """One Yosys run in a temporary directory (started at construction, collected by result())."""
 
-    def __init__(self, vector_bits: int, configs: Sequence[TsarConfig], use_cache: bool):
-        design = SimdSlice(vector_bits, configs)
-        self.name = slice_name(vector_bits, configs)
+    def __init__(self, vector_bits: int, configs: Sequence[TsarConfig], use_cache: bool,
+                 lut_read: str = "latch"):
+        design = SimdSlice(vector_bits, configs, lut_read)
+        self.name = slice_name(vector_bits, configs) + (f"-{lut_read}" if configs else "")
         self.blocks = design.blocks
         text = rtlil.convert(design, name=TOP)
         script = SCRIPT.format(top=TOP, blocks=" ".join(f"{TOP}.{b}" for b in self.blocks))
@@ -139,10 +140,10 @@ class _Job:
         return SynthResult(self.name, blocks, seconds)
 
 
-def synthesize(variants: Sequence[tuple[int, Sequence[TsarConfig]]], use_cache: bool = True
-               ) -> list[SynthResult]:
-    """Synthesize each ``(vector_bits, configs)`` slice; the Yosys runs go in parallel."""
-    jobs = [_Job(bits, configs, use_cache) for bits, configs in variants]
+def synthesize(variants: Sequence[tuple[int, Sequence[TsarConfig]]], use_cache: bool = True,
+               lut_read: str = "latch") -> list[SynthResult]:
+    """Synthesize each ``(vector_bits, configs)`` port; the Yosys runs go in parallel."""
+    jobs = [_Job(bits, configs, use_cache, lut_read) for bits, configs in variants]
     return [job.result() for job in jobs]
 
 
@@ -150,12 +151,24 @@ def synthesize(variants: Sequence[tuple[int, Sequence[TsarConfig]]], use_cache: 
 
 PAPER_ROWS = (
     # (row, our blocks, paper base um^2, paper T-SAR um^2, paper power base mW, T-SAR mW)
-    ("SIMD ALUs + write-back interface", ("decode", "lanes", "trees", "writeback"), 73560, 73560, 5904, 5904),
+    ("SIMD ALUs + write-back interface", BASE_BLOCKS, 73560, 73560, 5904, 5904),
     ("T-SAR write-back MUX", ("tsar_writeback",), 0, 588, 0, 41),
     ("Operand-bus wires and input MUX", ("tsar_operands",), 0, 147, 0, 24),
     ("Others (control/scoreboard, decode)", ("tsar_sequencer",), 0, 295, 0, 121),
+    ("4:1 reduction trees (not in the paper)", ("tsar_trees",), 0, 0, 0, 0),
+    ("LUT-group buffer (not in the paper)", ("tsar_lutbuf",), 0, 0, 0, 0),
 )
 """Rows of the paper's Table II (TSMC 28 nm, Cadence Genus) and the blocks of ours in each."""
+
+
+PAPER_NAND2_UM2 = 0.5
+"""Area of a NAND2 equivalent in the paper's TSMC 28 nm library, um^2 (the 73,560 um^2 base is
+about 147k NAND2-equivalents); ours is a sky130_fd_sc_hd ``nand2_1`` (:data:`~tsar.rtl.cells.NAND2_AREA`)."""
+
+
+def nand2(area_um2: float) -> float:
+    """sky130 um^2 -> NAND2-equivalents."""
+    return area_um2 / NAND2_AREA
 
 
 @dataclass(frozen=True)
@@ -187,12 +200,13 @@ def area_table(base: SynthResult, tsar: SynthResult) -> list[AreaRow]:
 
 
 def format_area_table(rows: Sequence[AreaRow], title: str) -> str:
-    head = (f"{'block':38} {'cells':>13} {'transistors':>17} {'area um^2 (sky130)':>21} {'delta':>7}"
-            f"   {'paper um^2 (28 nm)':>19} {'delta':>6}")
+    head = (f"{'block':40} {'area um^2 (sky130)':>21} {'NAND2-eq':>15} {'delta':>7}"
+            f"   {'paper um^2 (28 nm)':>19} {'NAND2-eq':>13} {'delta':>6}")
     lines = [title, head, "-" * len(head)]
     for r in rows:
-        lines.append(
-            f"{r.row:38} {r.base.cells:>6}>{r.tsar.cells:<6} {r.base.transistors:>8}>{r.tsar.transistors:<8} "
-            f"{r.base.area_um2:>10.0f}>{r.tsar.area_um2:<10.0f} {r.overhead_pct:>+6.1f}%"
-            f"   {r.paper_base:>9.0f}>{r.paper_tsar:<9.0f} {r.paper_pct:>+5.1f}%")
+        ours = f"{nand2(r.base.area_um2) / 1e3:.1f}k>{nand2(r.tsar.area_um2) / 1e3:.1f}k"
+        paper = f"{r.paper_base / PAPER_NAND2_UM2 / 1e3:.1f}k>{r.paper_tsar / PAPER_NAND2_UM2 / 1e3:.1f}k"
+        lines.append(f"{r.row:40} {r.base.area_um2:>10.0f}>{r.tsar.area_um2:<10.0f} {ours:>15} "
+                     f"{r.overhead_pct:>+6.1f}%   {r.paper_base:>9.0f}>{r.paper_tsar:<9.0f} {paper:>13} "
+                     f"{r.paper_pct:>+5.1f}%")
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""A slice with its register-file model: executes whole instructions."""
+"""A port with its register-file model: executes whole instructions."""
 
 from __future__ import annotations
 
@@ -11,24 +11,25 @@ from amaranth.lib.wiring import In, Out
 from tsar.isa.config import TsarConfig
 
 from .base import issue_signature
-from .regfile import RegisterFile
+from .regfile import READ_PORTS, RegisterFile
 from .slice import SimdSlice
 
 
 class VectorUnit(wiring.Component):
-    """:class:`SimdSlice` (submodule ``slice``) wired to a :class:`RegisterFile` (``regfile``).
+    """:class:`SimdSlice` (submodule ``slice``) wired to a :class:`RegisterFile` (``regfile``) of
+    :data:`~tsar.rtl.regfile.READ_PORTS` read ports; ``load_data`` is the memory operand.
 
     Register-file model limitation: a multi-uop instruction reads its sources every uop, so its
     sources must not overlap registers it has already written (a renamed core reads the old
     physical registers instead). TLUT reads its own group back, which is intended.
     """
 
-    def __init__(self, vector_bits: int = 256, tsar: Sequence[TsarConfig] = ()):
-        self.slice = SimdSlice(vector_bits, tsar)
-        plan = self.slice.plan
-        self.regfile = RegisterFile(vector_bits, read_ports=4 if plan else 3,
-                                    group_regs=plan.max_group_regs if plan else 1)
-        super().__init__({"issue": In(issue_signature(len(self.slice.configs))), "done": Out(1)})
+    def __init__(self, vector_bits: int = 256, tsar: Sequence[TsarConfig] = (),
+                 lut_read: str = "latch"):
+        self.slice = SimdSlice(vector_bits, tsar, lut_read)
+        self.regfile = RegisterFile(vector_bits)
+        super().__init__({"issue": In(issue_signature(len(self.slice.configs))), "done": Out(1),
+                          "idle": Out(1), "load_data": In(vector_bits * self.slice.load_regs)})
 
     @property
     def configs(self) -> tuple[TsarConfig, ...]:
@@ -44,14 +45,9 @@ class VectorUnit(wiring.Component):
         m.submodules.regfile = rf = self.regfile
         wiring.connect(m, wiring.flipped(self.issue), s.issue)
         m.d.comb += [
-            self.done.eq(s.done),
-            *(rf.rd_addr[i].eq(s.rd_addr[i]) for i in range(3)),
-            *(s.rd_data[i].eq(rf.rd_data[i]) for i in range(3)),
+            self.done.eq(s.done), self.idle.eq(s.idle), s.load_data.eq(self.load_data),
+            *(rf.rd_addr[i].eq(s.rd_addr[i]) for i in range(READ_PORTS)),
+            *(s.rd_data[i].eq(rf.rd_data[i]) for i in range(READ_PORTS)),
             rf.wr_en.eq(s.wb_en), rf.wr_addr.eq(s.wb_addr), rf.wr_data.eq(s.wb_data),
         ]
-        if s.plan:
-            m.d.comb += [
-                rf.rd_addr[3].eq(s.rd_src2_hi_addr), s.rd_src2_hi.eq(rf.rd_data[3]),
-                rf.group_addr.eq(s.group_addr), s.group_data.eq(rf.group_data),
-            ]
         return m

