@@ -8,10 +8,21 @@ from pathlib import Path
 import pytest
 
 from tsar.errors import UserError
+from tsar.isa.config import configs, unregister_config
 from tsar.sweep import COLUMNS, jobs, load_spec, read_csv, run_sweep, write_csv
 from tsar.sweep_report import pareto, write_sweep_report
 
 VARIANTS = Path(__file__).resolve().parents[2] / "docs" / "dse" / "variants.toml"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _unregister_loaded_variants():
+    """Specs load the variants file; leave the registry (16 encoding slots) as it was."""
+    before = {cfg.name for cfg in configs()}
+    yield
+    for cfg in configs():
+        if cfg.name not in before:
+            unregister_config(cfg.name)
 
 
 def _spec(tmp_path: Path, body: str) -> Path:

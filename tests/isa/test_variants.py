@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tsar.isa import assemble, decode, pack_tile, tgemv, tlut
-from tsar.isa.config import TsarConfig, configs, get_config, unregister_config
+from tsar.isa.config import configs, get_config, unregister_config
 from tsar.isa.isafile import IsaFileError, load_isa_file, parse_isa_text
 from tsar.isa.semantics import tile_matvec
 
