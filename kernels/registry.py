@@ -16,8 +16,14 @@ class NativeKernelSpec:
     ``packer``: the format module whose ``pack(w_t, **options)`` lays out the weights (None: the
     dense int8 layout packed in :mod:`tsar.kernels.baselines`); ``lib_id``: the name of its id in
     the native library (``TSAR_TL2``); ``blocked``: takes ``bm``/``bk`` block sizes and a work-size
-    query; ``simulated``: has an entry point in the simulator library (``tsar_sim_<name>_gemv``,
-    source ``native/<name>.c``); ``compared``: measured by ``tsar compare`` beside T-SAR.
+    query; ``prepared``: prepares each token's activations into scratch, so its simulator GEMV
+    takes work of ``tsar_sim_<name>_work_size()`` bytes as the blocked kernels' does;
+    ``simulated``: has entry points in the simulator library (``tsar_sim_<name>_gemv``, ...);
+    ``modelled``: a simulated kernel that ``tsar compare`` and ``tsar validate-model`` model as a
+    baseline (the public formats are simulated but not modelled yet); ``source``: the stem of its C
+    source ``native/<source>.c`` (default ``name``; files of two kernels share one); ``overread``:
+    bytes its loads may reach past the packed weights (the buffer must be padded that much);
+    ``compared``: measured by ``tsar compare`` beside T-SAR.
     """
 
     name: str
@@ -25,9 +31,26 @@ class NativeKernelSpec:
     packer: ModuleType | None
     lib_id: str
     blocked: bool = False
+    prepared: bool = False
     simulated: bool = False
+    modelled: bool = True
+    source: str = ""
+    overread: int = 0
     compared: bool = True
 
+    @property
+    def c_source(self) -> str:
+        """File name of the kernel's C source in ``native/``."""
+        return f"{self.source or self.name}.c"
+
+    @property
+    def gemv_work(self) -> bool:
+        """Whether the simulator GEMV entry takes work (LUT tables or prepared activations)."""
+        return self.blocked or self.prepared
+
+
+_PUBLIC = {"prepared": True, "simulated": True, "modelled": False}
+"""The public ternary formats (tq.c, iqbn.c): activations prepared per token; simulated, not modelled yet."""
 
 NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
     NativeKernelSpec("tl2", "bitnet.cpp TL2 (3-weight sign/magnitude index, pshufb tables)", tl2, "TSAR_TL2",
@@ -40,15 +63,22 @@ NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
                      simulated=True),
     NativeKernelSpec("trit5", "5 trits per byte (AVX-512 lookup, AVX2 decode)", trit5, "TSAR_TRIT5",
                      compared=False),
-    NativeKernelSpec("tq1_0", "llama.cpp TQ1_0 (base-3, 5 trits per byte, 1.69 b/w)", tq1_0, "TSAR_TQ1_0"),
-    NativeKernelSpec("tq2_0", "llama.cpp TQ2_0 (2-bit, 256-weight blocks, 2.06 b/w)", tq2_0, "TSAR_TQ2_0"),
+    NativeKernelSpec("tq1_0", "llama.cpp TQ1_0 (base-3, 5 trits per byte, 1.69 b/w)", tq1_0, "TSAR_TQ1_0",
+                     **_PUBLIC, source="tq", overread=10),
+    NativeKernelSpec("tq2_0", "llama.cpp TQ2_0 (2-bit, 256-weight blocks, 2.06 b/w)", tq2_0, "TSAR_TQ2_0",
+                     **_PUBLIC, source="tq"),
     NativeKernelSpec("iq1_bn", "ik_llama.cpp IQ1_BN (base-3, 13-byte blocks, 1.63 b/w)", iq1_bn,
-                     "TSAR_IQ1_BN"),
+                     "TSAR_IQ1_BN", **_PUBLIC, source="iqbn", overread=16),
     NativeKernelSpec("iq2_bn", "ik_llama.cpp IQ2_BN (2-bit, 64-weight blocks, 2.0 b/w)", iq2_bn,
-                     "TSAR_IQ2_BN"),
+                     "TSAR_IQ2_BN", **_PUBLIC, source="iqbn", overread=16),
 )}
 """Every native kernel, in the order tables list them."""
 
 KERNELS = tuple(NATIVE_KERNELS)
-SIMULATED = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.simulated)
+SIM_LIBRARY = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.simulated)
+"""Every kernel with entry points in the simulator library."""
+SIMULATED = tuple(name for name in SIM_LIBRARY if NATIVE_KERNELS[name].modelled)
+"""The simulated baselines that compare and validate-model model on other platforms."""
+SIMULATED_PUBLIC = tuple(name for name in SIM_LIBRARY if not NATIVE_KERNELS[name].modelled)
+"""The public ternary formats: simulated (exact, counted), not modelled as baselines yet."""
 COMPARED = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.compared)

@@ -13,18 +13,23 @@ k int8 activations in [-127, 127], ``out`` m int32, ``work`` 64-byte aligned scr
                           int32_t *out);
     int tsar_sim_i2s_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);   /* m % 4 == 0 */
     int tsar_sim_int2_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);
+    unsigned long tsar_sim_tq2_0_work_size(int m, int k, int bm, int bk);   /* bm, bk unused */
+    int tsar_sim_tq2_0_gemv(const uint8_t *w, int m, int k, const int8_t *a, void *work, int32_t *out);
+                                                  /* likewise tq1_0, iq2_bn, iq1_bn (prepared activations) */
 
 and for n tokens (``a`` n x k, ``out`` n x m, ``work`` 64-byte aligned scratch of the size
-``*_gemm_work_size`` reports: the LUT kernels' n tables, or the others' n sums and decode buffer),
+``*_gemm_work_size`` reports: the LUT kernels' n tables, the prepared kernels' n sums and n prepared
+tokens, or the others' n sums and decode buffer),
 through the same token-blocked rows functions that run natively:
 
     unsigned long tsar_sim_tl2_gemm_work_size(int m, int k, int bm, int bk, int n);   /* every kernel */
     int tsar_sim_tl2_gemm(const uint8_t *w, int m, int k, int bm, int bk, const int8_t *a, int n,
                           void *work, int32_t *out);                      /* likewise tl1 */
     int tsar_sim_i2s_gemm(const uint8_t *w, int m, int k, const int8_t *a, int n, void *work,
-                          int32_t *out);                                  /* likewise int2 */
+                          int32_t *out);                  /* likewise int2, tq2_0, tq1_0, iq2_bn, iq1_bn */
 
-Weights are in the formats of :mod:`tsar.kernels.formats` (``TL2Weights.data`` etc.); 0 means success.
+Weights are in the formats of :mod:`tsar.kernels.formats` (``TL2Weights.data`` etc.), padded by the
+registry's ``overread`` bytes; 0 means success (-1: a shape the format cannot take).
 """
 
 from __future__ import annotations
@@ -34,13 +39,13 @@ from pathlib import Path
 
 from tsar.isa.toolchain import build_shared
 
-from .registry import NATIVE_KERNELS, SIMULATED
+from .registry import NATIVE_KERNELS, SIM_LIBRARY
 
-SOURCES = tuple(f"{name}.c" for name in SIMULATED)
+SOURCES = tuple(dict.fromkeys(NATIVE_KERNELS[name].c_source for name in SIM_LIBRARY))
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector", "-fno-builtin",
          "-fno-tree-loop-distribute-patterns", "-std=gnu11", "-DTSAR_SIM=1")
-ENTRY_POINTS = tuple(entry for name in SIMULATED for entry in (
-    ([f"tsar_sim_{name}_work_size"] if NATIVE_KERNELS[name].blocked else [])
+ENTRY_POINTS = tuple(entry for name in SIM_LIBRARY for entry in (
+    ([f"tsar_sim_{name}_work_size"] if NATIVE_KERNELS[name].gemv_work else [])
     + [f"tsar_sim_{name}_gemv", f"tsar_sim_{name}_gemm_work_size", f"tsar_sim_{name}_gemm"]))
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 

@@ -67,11 +67,31 @@ static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
     for (int i = 0; i < k; i++) s += a[i];
     return s;
 }
+
+/* Byte copy and fill for the per-token preparations: libc's in the native build, plain loops under
+ * TSAR_SIM, which has no libc (simbuild's -fno-tree-loop-distribute-patterns keeps them loops). */
+#ifdef TSAR_SIM
+static inline void tsar_copy_bytes(void *dst, const void *src, size_t n) {
+    uint8_t *d = (uint8_t *)dst;
+    const uint8_t *s = (const uint8_t *)src;
+    for (size_t i = 0; i < n; i++) d[i] = s[i];
+}
+static inline void tsar_zero_bytes(void *dst, size_t n) {
+    uint8_t *d = (uint8_t *)dst;
+    for (size_t i = 0; i < n; i++) d[i] = 0;
+}
+#else
+#include <string.h>
+#define tsar_copy_bytes memcpy
+#define tsar_zero_bytes(dst, n) memset((dst), 0, (n))
+#endif
+
 /* Simulator entry points (built with -DTSAR_SIM: no libc, no threads, AVX2 only): GEMV, one token
  * a[k] -> out[m], and GEMM, n tokens a[n][k] -> out[n][m], through the rows function that runs
  * natively. Each kernel file defines static prep_size/prep/check/rows_avx2 and expands one of
- * these. LUT kernels take 'work', 64-byte aligned scratch of tsar_sim_NAME_work_size() bytes for
- * their tables; sum kernels need the activation sum for their offset correction. */
+ * these (files of two kernels name their functions: TSAR_SIM_PREP_SUM below). LUT kernels take
+ * 'work', 64-byte aligned scratch of tsar_sim_NAME_work_size() bytes for their tables; sum kernels
+ * need the activation sum for their offset correction. */
 #define TSAR_SIM_LUT_GEMV(NAME)                                                                    \
     unsigned long tsar_sim_##NAME##_work_size(int m, int k, int bm, int bk) {                      \
         const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
@@ -128,6 +148,46 @@ static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
         uint8_t *scratch = (uint8_t *)work + tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN);       \
         const tsar_acts s = {&w, a, sums, scratch, (size_t)k, 0, n};                               \
         rows_avx2(&s, out, 0, m);                                                                  \
+        return 0;                                                                                  \
+    }
+
+
+/* Kernels that both prepare each token's activations into scratch (PREP, PREP_SIZE bytes a token)
+ * and subtract its activation sum (tq.c, iqbn.c: two kernels a file, so the functions are named).
+ * GEMV: work is 64-byte aligned scratch of tsar_sim_NAME_work_size() bytes (one token's prepared
+ * activations). GEMM: work (tsar_sim_NAME_gemm_work_size() bytes) holds n int32 sums rounded up to
+ * 64 bytes, then n prepared tokens, each rounded up to 64 bytes. Signatures: the sum kernels', the
+ * GEMV with work; m, bm and bk of the size queries only as the other kernels take them. */
+#define TSAR_SIM_PREP_SUM(NAME, CHECK, PREP_SIZE, PREP, ROWS)                                      \
+    unsigned long tsar_sim_##NAME##_work_size(int m, int k, int bm, int bk) {                      \
+        const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
+        return (unsigned long)PREP_SIZE(&w);                                                       \
+    }                                                                                              \
+    int tsar_sim_##NAME##_gemv(const uint8_t *wp, int m, int k, const int8_t *a, void *work,       \
+                               int32_t *out) {                                                     \
+        const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
+        if (CHECK(&w)) return -1;                                                                  \
+        int32_t sum = tsar_sum_i8(a, k);                                                           \
+        const tsar_acts s = {&w, a, &sum, (uint8_t *)work, 0, 0, 1};                               \
+        PREP(&s, 0);                                                                               \
+        ROWS(&s, out, 0, m);                                                                       \
+        return 0;                                                                                  \
+    }                                                                                              \
+    unsigned long tsar_sim_##NAME##_gemm_work_size(int m, int k, int bm, int bk, int n) {          \
+        const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
+        return (unsigned long)(tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN)                     \
+                               + tsar_round_up(PREP_SIZE(&w), TSAR_ALIGN) * (size_t)n);            \
+    }                                                                                              \
+    int tsar_sim_##NAME##_gemm(const uint8_t *wp, int m, int k, const int8_t *a, int n,            \
+                               void *work, int32_t *out) {                                         \
+        const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
+        if (CHECK(&w) || n < 1) return -1;                                                         \
+        int32_t *sums = (int32_t *)work;                                                           \
+        for (int t = 0; t < n; t++) sums[t] = tsar_sum_i8(a + (size_t)t * k, k);                   \
+        uint8_t *prep = (uint8_t *)work + tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN);          \
+        const tsar_acts s = {&w, a, sums, prep, (size_t)k, tsar_round_up(PREP_SIZE(&w), TSAR_ALIGN), n}; \
+        for (int t = 0; t < n; t++) PREP(&s, t);                                                   \
+        ROWS(&s, out, 0, m);                                                                       \
         return 0;                                                                                  \
     }
 

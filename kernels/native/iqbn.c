@@ -11,7 +11,6 @@
  * With an odd number of blocks the last step's second block is whatever follows (the next row or the
  * buffer's padding) against zero activations; loads reach up to 16 bytes past the last row: the
  * weight buffer must be padded (baselines.prepare pads 64 bytes). */
-#include <string.h>
 #include "ternary_rows.h"
 
 #define IQ2_SCALE_BYTES 4
@@ -29,10 +28,10 @@ static void iq2_prep(const tsar_acts *s, int t) {
     const int8_t *a = s->act + s->act_stride * t;
     uint8_t *p = s->prep + s->prep_stride * t;
     const int nb = s->w->k / 64;
-    memset(p, 0, iq2_prep_size(s->w));
+    tsar_zero_bytes(p, iq2_prep_size(s->w));
     for (int b = 0; b < nb; b++)
         for (int f = 0; f < 4; f++)
-            memcpy(p + tr_act_offset(4, b / 2, f) + 16 * (b & 1), a + 64 * b + 16 * f, 16);
+            tsar_copy_bytes(p + tr_act_offset(4, b / 2, f) + 16 * (b & 1), a + 64 * b + 16 * f, 16);
 }
 
 static inline __attribute__((always_inline)) void iq2_decode(const uint8_t *row, int s, int scaled, __m256i *c) {
@@ -51,7 +50,7 @@ static void iq1_prep(const tsar_acts *s, int t) {
     const int8_t *a = s->act + s->act_stride * t;
     uint8_t *p = s->prep + s->prep_stride * t;
     const int nb = s->w->k / 64;
-    memset(p, 0, iq1_prep_size(s->w));
+    tsar_zero_bytes(p, iq1_prep_size(s->w));
     for (int b = 0; b < nb; b++) {
         const int8_t *ab = a + 64 * b;
         for (int d = 0; d < 5; d++) {
@@ -106,4 +105,7 @@ const tsar_kernel tsar_kernel_iq2_bn = {
 const tsar_kernel tsar_kernel_iq1_bn = {
     .row_unit = 1, .prep_size = iq1_prep_size, .prep = iq1_prep,
     .rows = {NULL, iq1_rows_avx2, iq1_rows_avx512}, .check = check};
+#else
+TSAR_SIM_PREP_SUM(iq2_bn, check, iq2_prep_size, iq2_prep, iq2_rows_avx2)
+TSAR_SIM_PREP_SUM(iq1_bn, check, iq1_prep_size, iq1_prep, iq1_rows_avx2)
 #endif

@@ -9,7 +9,6 @@
  *   qh bytes, weights 240 + 4n + j; the rest, the scale and the next block, meet zero activations).
  * Loads reach up to 10 bytes past the last block: the weight buffer must be padded (baselines.prepare
  * pads 64 bytes). */
-#include <string.h>
 #include "ternary_rows.h"
 
 #define TQ2_BLOCK_BYTES 66
@@ -26,7 +25,7 @@ static void tq2_prep(const tsar_acts *s, int t) {
     const int8_t *a = s->act + s->act_stride * t;
     uint8_t *p = s->prep + s->prep_stride * t;
     for (int st = 0; st < tq2_steps(s->w); st++)
-        for (int n = 0; n < 4; n++) memcpy(p + tr_act_offset(4, st, n), a + 128 * st + 32 * n, 32);
+        for (int n = 0; n < 4; n++) tsar_copy_bytes(p + tr_act_offset(4, st, n), a + 128 * st + 32 * n, 32);
 }
 
 static inline __attribute__((always_inline)) void tq2_decode(const uint8_t *row, int s, int scaled, __m256i *c) {
@@ -46,14 +45,14 @@ static void tq1_prep(const tsar_acts *s, int t) {
     const int8_t *a = s->act + s->act_stride * t;
     uint8_t *p = s->prep + s->prep_stride * t;
     const int nb = tq1_steps(s->w);
-    memset(p, 0, tq1_prep_size(s->w));
+    tsar_zero_bytes(p, tq1_prep_size(s->w));
     for (int b = 0; b < nb; b++) {
         const int8_t *ab = a + 256 * b;
         for (int n = 0; n < 5; n++) {
-            memcpy(p + tr_act_offset(10, b, n), ab + 32 * n, 32);
+            tsar_copy_bytes(p + tr_act_offset(10, b, n), ab + 32 * n, 32);
             uint8_t *tail = p + tr_act_offset(10, b, 5 + n);
-            memcpy(tail, ab + 160 + 16 * n, 16);
-            if (n < 4) memcpy(tail + 16, ab + 240 + 4 * n, 4);
+            tsar_copy_bytes(tail, ab + 160 + 16 * n, 16);
+            if (n < 4) tsar_copy_bytes(tail + 16, ab + 240 + 4 * n, 4);
         }
     }
 }
@@ -99,4 +98,7 @@ const tsar_kernel tsar_kernel_tq2_0 = {
 const tsar_kernel tsar_kernel_tq1_0 = {
     .row_unit = 1, .prep_size = tq1_prep_size, .prep = tq1_prep,
     .rows = {NULL, tq1_rows_avx2, tq1_rows_avx512}, .check = check};
+#else
+TSAR_SIM_PREP_SUM(tq2_0, check, tq2_prep_size, tq2_prep, tq2_rows_avx2)
+TSAR_SIM_PREP_SUM(tq1_0, check, tq1_prep_size, tq1_prep, tq1_rows_avx2)
 #endif

@@ -63,3 +63,162 @@ def test_sim_gemm_entry_exact(fmt):
 
     for n in (2, 5):
         assert simulate_native(fmt, 64, 384, n=n).exact, n
+
+
+# ---- public ternary formats (TQ1_0, TQ2_0, IQ1_BN, IQ2_BN): prepared activations and sums ----
+
+PUBLIC = ("tq1_0", "tq2_0", "iq1_bn", "iq2_bn")
+EXTREMES = [(127, 1), (-127, 1), (127, -1), (-127, -1)]
+"""(activation, weight) filled everywhere: the largest int16 partial sums the kernels build."""
+
+
+def test_public_formats_are_simulated_not_compared():
+    from tsar.kernels.registry import NATIVE_KERNELS
+    from tsar.native_sim import NATIVE_SIM_KERNELS, PUBLIC_FORMAT_SIM_KERNELS, SIM_KERNELS
+
+    assert NATIVE_SIM_KERNELS == ("tl2", "tl1", "i2s", "int2")
+    assert sorted(PUBLIC_FORMAT_SIM_KERNELS) == sorted(PUBLIC)
+    assert set(SIM_KERNELS) == set(NATIVE_SIM_KERNELS) | set(PUBLIC)
+    assert {NATIVE_KERNELS[k].c_source for k in PUBLIC} == {"tq.c", "iqbn.c"}
+    assert simbuild.SOURCES.count("tq.c") == simbuild.SOURCES.count("iqbn.c") == 1
+
+
+def _padded(kernel, w):
+    """``w`` packed for ``kernel`` in a 64-byte aligned buffer with the zero padding its loads need."""
+    from tsar.kernels.registry import NATIVE_KERNELS
+    from tsar.native_sim import pack_native
+
+    data = pack_native(kernel, w).data.view(np.uint8)
+    buf = aligned_empty(data.size + NATIVE_KERNELS[kernel].overread)
+    buf[:] = 0
+    buf[:data.size] = data
+    return buf
+
+
+def _sim_call(sim_lib, kernel, w, a):
+    """Run the simulator library's own machine code natively (GEMV for one token, else GEMM)."""
+    (m, k), n = w.shape, a.shape[0]
+    buf, a = _padded(kernel, w), np.ascontiguousarray(a)
+    out = np.zeros((n, m), np.int32)
+    if n == 1:
+        size_fn, args = getattr(sim_lib, f"tsar_sim_{kernel}_work_size"), (m, k, 0, 0)
+    else:
+        size_fn, args = getattr(sim_lib, f"tsar_sim_{kernel}_gemm_work_size"), (m, k, 0, 0, n)
+    size_fn.restype = ctypes.c_ulong
+    work = aligned_empty(size_fn(*args) + 64)
+    if n == 1:
+        rc = getattr(sim_lib, f"tsar_sim_{kernel}_gemv")(_ptr(buf), m, k, _ptr(a), _ptr(work), _ptr(out))
+    else:
+        rc = getattr(sim_lib, f"tsar_sim_{kernel}_gemm")(_ptr(buf), m, k, _ptr(a), n, _ptr(work), _ptr(out))
+    return rc, out
+
+
+@pytest.mark.parametrize("kernel", PUBLIC)
+def test_public_sim_library_exact_natively(sim_lib, kernel):
+    """The simulator build, run natively: exact at BitNet widths past every int16 flush length
+    (K = 2560, 6912), odd block counts (IQ*_BN at K = 192), token groups 1..4 and 5, 16, and the
+    adversarial extremes (all +-127 against all +-1) at K = 6912, where a wrap would show."""
+    rng = np.random.default_rng(11)
+    k_odd = 192 if kernel.startswith("iq") else 768
+    for m, k, n in ((48, 2560, 1), (33, 6912, 1), (17, k_odd, 1), (16, 2560, 2), (16, 2560, 3),
+                    (16, 2560, 5), (20, k_odd, 16)):
+        w = rng.integers(-1, 2, (m, k), dtype=np.int8)
+        a = rng.integers(-127, 128, (n, k), dtype=np.int8)
+        rc, out = _sim_call(sim_lib, kernel, w, a)
+        assert rc == 0
+        assert (out == R.ternary_matmul(w, a)).all(), (m, k, n)
+    for act, wt in EXTREMES:
+        for n in (1, 2, 3, 4):
+            w = np.full((16, 6912), wt, np.int8)
+            a = np.full((n, 6912), act, np.int8)
+            rc, out = _sim_call(sim_lib, kernel, w, a)
+            assert rc == 0
+            assert (out == act * wt * 6912).all(), (act, wt, n)
+
+
+@pytest.mark.parametrize("kernel", PUBLIC)
+def test_public_sim_library_rejects_shapes(sim_lib, kernel):
+    unit = 256 if kernel.startswith("tq") else 64
+    a = np.zeros((2, 4 * unit + unit // 2), np.int8)
+    out = np.zeros((2, 16), np.int32)
+    work, w, k = aligned_empty(1 << 16), aligned_empty(1 << 16), a.shape[1]
+    gemv, gemm = (getattr(sim_lib, f"tsar_sim_{kernel}_{entry}") for entry in ("gemv", "gemm"))
+    assert gemv(_ptr(w), 16, k, _ptr(a), _ptr(work), _ptr(out)) == -1
+    assert gemm(_ptr(w), 16, k, _ptr(a), 2, _ptr(work), _ptr(out)) == -1
+
+
+@pytest.mark.parametrize("kernel", PUBLIC)
+def test_public_formats_exact_in_the_python_engine(kernel):
+    """Instruction by instruction in the Python engine: GEMV, GEMM with token-group remainders
+    (3: one group of 3; 6: 4 + 2, the 2-bit formats' two-sum path; 16 in test_public_format_counts),
+    odd IQ*_BN block counts, and the adversarial extremes over K = 2048, past every int16 flush
+    length (rows of all +1 and all -1 against tokens of all +127 and all -127)."""
+    from tsar.native_sim import simulate_native
+
+    runs = [(32, 256, 1), (16, 512, 3), (16, 256, 6)] + ([(16, 192, 1)] if kernel.startswith("iq") else [])
+    for m, k, n in runs:
+        run = simulate_native(kernel, m, k, n=n)
+        assert run.exact, (m, k, n)
+        assert run.weight_bytes == m * _row_bytes(kernel, k)
+    w = np.repeat(np.array([[1], [-1]], np.int8), 2048, axis=1)
+    for acts in ([127], [127, -127, -127]):
+        a = np.repeat(np.array(acts, np.int8)[:, None], 2048, axis=1)
+        run = simulate_native(kernel, 2, 2048, n=len(acts), weights=w, acts=a)
+        assert run.exact, acts
+
+
+def _row_bytes(kernel, k):
+    """Bytes of one packed row, from the formats' published block sizes."""
+    return {"tq1_0": 54 * (k // 256), "tq2_0": 66 * (k // 256),
+            "iq1_bn": 2 + 13 * (k // 64), "iq2_bn": 4 + 16 * (k // 64)}[kernel]
+
+
+@pytest.mark.parametrize("kernel,k", [("tq1_0", 320), ("tq2_0", 128), ("iq1_bn", 96), ("iq2_bn", 100)])
+def test_public_format_shape_errors_are_user_errors(kernel, k):
+    from tsar.errors import UserError
+    from tsar.native_sim import simulate_native
+
+    with pytest.raises(UserError) as err:
+        simulate_native(kernel, 16, k)
+    msg = str(err.value)
+    assert "\n" not in msg and kernel in msg and str(k) in msg
+
+
+@pytest.fixture(scope="module")
+def counts_cache(tmp_path_factory):
+    """One private cache for the counts tests (the simulator library is built into it once)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.mark.parametrize("kernel", PUBLIC)
+def test_public_format_counts(kernel, counts_cache, monkeypatch):
+    """simulated_counts drives the GEMM entry for a block of 16 tokens (cached on disk)."""
+    from tsar.counts import simulated_counts
+
+    monkeypatch.setenv("TSAR_CACHE_DIR", str(counts_cache))
+    block = simulated_counts(kernel, 8, 256, tokens=16)   # exact, or simulated_counts raises
+    one = simulated_counts(kernel, 8, 256)
+    assert block.tokens == 16 and one.tokens == 1
+    assert block.weight_bytes == one.weight_bytes == 8 * _row_bytes(kernel, 256)
+    assert one.bytes_moved >= one.weight_bytes            # every weight byte is loaded for a token
+    # each decoded weight vector serves a group of up to four tokens: fewer instructions a token
+    assert one.stats.instructions < block.stats.instructions < 16 * one.stats.instructions
+    assert len(list((counts_cache / "counts").glob(f"{kernel}-*.pkl"))) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", PUBLIC)
+def test_public_format_extrapolated_counts_equal_direct(kernel, counts_cache, monkeypatch):
+    """Counts extrapolated from 256 and 512 rows equal a direct simulation of 1024 rows."""
+    from tsar.counts import ROW_UNIT, simulated_counts
+    from tsar.native_sim import simulate_native
+
+    monkeypatch.setenv("TSAR_CACHE_DIR", str(counts_cache))
+    m, k = 4 * ROW_UNIT, 256
+    extrapolated = simulated_counts(kernel, m, k)
+    direct = simulate_native(kernel, m, k)
+    assert direct.exact
+    assert extrapolated.stats.per_address == direct.stats.per_address
+    for field in ("instructions", "vector_bytes_read", "vector_bytes_written", "scalar_bytes_read",
+                  "scalar_bytes_written"):
+        assert getattr(extrapolated.stats, field) == getattr(direct.stats, field)
