@@ -5,7 +5,8 @@ kernels on the same few shapes; simulating them once per machine and reusing the
 commands fast. A cache entry is keyed by kernel, shape and a digest of the exact machine code, so
 a changed kernel is simulated again. Kernels: the T-SAR BitLinear kernels
 (``tsar-<config>-<flow>``, :mod:`tsar.kernel_sim`) and the native integer cores (``tl2``, ``tl1``,
-``i2s``, ``int2``, :mod:`tsar.native_sim`).
+``i2s``, ``int2`` and the public formats ``tq1_0``, ``tq2_0``, ``iq1_bn``, ``iq2_bn``,
+:mod:`tsar.native_sim`).
 """
 
 from __future__ import annotations
