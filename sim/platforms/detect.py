@@ -223,6 +223,44 @@ def measure_numpy_read_gbs(nbytes: int, target_bytes: float = 2e8) -> float:
     return nbytes * reps / (time.perf_counter() - t0) / 1e9
 
 
+def probe_buffers(caches: list[tuple[str, int]]) -> dict[str, int]:
+    """Buffer bytes that the streaming-read probe uses per level (``caches``: (name, size),
+    innermost first): 1/2 L1D, 1/2 L2, max(1/4 L3, 4 x L2), max(4 x LLC, 128 MiB) up to 512 MiB."""
+    sizes = [size for _, size in caches]
+    bufs = {caches[0][0]: sizes[0] // 2}
+    if len(caches) > 1:
+        bufs[caches[1][0]] = sizes[1] // 2
+    if len(caches) > 2:
+        bufs[caches[2][0]] = max(sizes[2] // 4, 4 * sizes[1])
+    bufs["DRAM"] = min(max(4 * sizes[-1], 128 << 20), 512 << 20)
+    return bufs
+
+
+def with_read_bandwidths(platform: Platform, e2e_gbs: dict[str, float]) -> Platform:
+    """``platform`` with its cache terms and per-core DRAM term derived (as :func:`host` does)
+    from end-to-end single-core read bandwidths (GB/s) per level (``e2e_gbs``: cache names and
+    ``DRAM``; a level not given keeps its term)."""
+    from dataclasses import replace
+
+    hz = platform.core.frequency_ghz * 1e9
+    names = [c.name for c in platform.caches] + ["DRAM"]
+    old = [c.bandwidth for c in platform.caches] + [platform.dram.per_core_gbs * 1e9 / hz]
+    e2e, inner = [], 0.0
+    for term in old:   # end to end from the old terms
+        inner += 1.0 / term
+        e2e.append(1.0 / inner)
+    for i, name in enumerate(names):
+        if name in e2e_gbs:
+            e2e[i] = e2e_gbs[name] * 1e9 / hz
+    for i in range(1, len(e2e)):  # outer levels cannot be faster than inner ones
+        e2e[i] = min(e2e[i], e2e[i - 1])
+    terms = _ecm_terms(e2e)
+    caches = tuple(replace(c, bandwidth=round(t, 2)) for c, t in zip(platform.caches, terms, strict=False))
+    per_core = terms[-1] * hz / 1e9
+    return replace(platform, caches=caches, dram=replace(
+        platform.dram, per_core_gbs=per_core, sustained_gbs=max(platform.dram.sustained_gbs, per_core)))
+
+
 def _ecm_terms(e2e_bpc: list[float]) -> list[float]:
     """Per-boundary bandwidths (B/cycle) from end-to-end ones: the time per byte of level i minus
     that of level i-1 (kept at least 10% of the end-to-end time per byte)."""
@@ -253,14 +291,7 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
     measured: dict[str, Any] = {"cpu": info.get("model name", ""), "vendor": vendor, "family": family,
                                 "model": model, "cpuinfo_mhz": mhz}
     freq = mhz / 1000 if mhz else 2.0
-    sizes = [c["size"] for c in caches]
-    total_llc = caches[-1]["size"]
-    bufs = {"L1D": sizes[0] // 2}
-    if len(caches) > 1:
-        bufs[caches[1]["name"]] = sizes[1] // 2
-    if len(caches) > 2:
-        bufs[caches[2]["name"]] = max(sizes[2] // 4, 4 * sizes[1])
-    bufs["DRAM"] = min(max(4 * total_llc, 128 << 20), 512 << 20)
+    bufs = probe_buffers([(c["name"], c["size"]) for c in caches])
     e2e_gbs: dict[str, float] = {}
     if measure:
         probes = None
@@ -268,7 +299,9 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
 
         probes = get_probes("avx2" in flags)
         if probes is not None:
-            freq = measure_frequency_ghz(probes[1])
+            # many ~0.1 ms windows, the fastest kept: on a shared machine a short window is far
+            # more likely to run undisturbed than a few 3 ms ones
+            freq = measure_frequency_ghz(probes[1], iterations=50_000, trials=300)
             measured["frequency_ghz_measured"] = round(freq, 3)
             for name, size in bufs.items():
                 e2e_gbs[name] = measure_read_gbs(probes, size, 1 if name == "DRAM" else 1e8,

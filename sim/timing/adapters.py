@@ -127,6 +127,16 @@ def form_from_iced(instr: iced_x86.Instruction) -> InstructionForm:
         if access in _WRITE:
             mem_w += size
     addr_set = {a.lower() for a in addr}
+    mem_key = ""
+    if (not mnemonic.startswith("lea") and instr.memory_base not in (ix.Register.NONE, ix.Register.RIP)
+            and any(names["opkind"][instr.op_kind(i)] == "MEMORY" for i in range(instr.op_count))):
+        index = instr.memory_index
+        disp = instr.memory_displacement
+        disp = disp - (1 << 64) if disp >= 1 << 63 else disp
+        mem_key = (names["register"][instr.memory_base].lower()
+                   + (f"+{names['register'][index].lower()}*{instr.memory_index_scale}"
+                      if index != ix.Register.NONE else "")
+                   + f"{disp:+#x}")
     reads, writes = [], []
     for used in info.used_registers():
         rname = names["register"][used.register].lower()
@@ -143,7 +153,8 @@ def form_from_iced(instr: iced_x86.Instruction) -> InstructionForm:
     return InstructionForm(
         mnemonic=mnemonic, operands=tuple(kinds), reads=tuple(dict.fromkeys(reads)),
         writes=tuple(dict.fromkeys(writes)), address_reads=tuple(dict.fromkeys(addr)),
-        mem_read_bytes=mem_r, mem_write_bytes=mem_w, address=instr.ip, text=fmt.format(instr))
+        mem_read_bytes=mem_r, mem_write_bytes=mem_w, address=instr.ip, text=fmt.format(instr),
+        mem_key=mem_key)
 
 
 def form_from_tsar(inst: TsarInstruction, address: int | None = None) -> InstructionForm:

@@ -16,7 +16,10 @@ Method (steady state, per loop iteration; all results in core cycles):
   of that register-to-register matrix (Karp's algorithm), so chains spanning several iterations
   are handled. Sources read as data cost ``latency``; address registers cost ``latency_max``
   (through the load). Zero idioms (``vpxor x, y, y`` ...) break dependencies. Dependencies through
-  memory (store -> load) are not modelled.
+  memory: a store and a load of the same address expression whose address registers the loop
+  never writes (stack slots: ``[rsp+0x6e8]``) are linked, the load's value arriving the core's
+  store-to-load forwarding latency after the store's data (plus the operation's own latency
+  for a load-op form); stores through changing pointers are not linked.
 
 ``cycles = max(ports, front end, taken branch, dependencies)``: the usual throughput model
 (OSACA / llvm-mca style), optimistic when several bounds are close.
@@ -125,7 +128,8 @@ def core_bound(profile: LoopProfile, uarch: Uarch, *, issue_width: float | None 
     port_cycles, loads = port_bound(demands)
     frontend = uops / width
     branch = 1.0 if has_branch else 0.0
-    dep, regs = dependency_bound(timed)
+    forward = uarch.core.store_forward_latency
+    dep, regs = dependency_bound(timed, uarch.core.load_latency if forward is None else forward)
     parts = {"ports": port_cycles, "front end": frontend, "taken branch": branch, "dependency": dep}
     bottleneck = max(parts, key=lambda k: parts[k])
     if bottleneck == "ports" and loads:
@@ -157,27 +161,50 @@ def _is_zero_idiom(form: InstructionForm) -> bool:
     return len({r for r in form.reads if r != "flags"}) == 1
 
 
-def dependency_bound(
-        timed: list[tuple[InstructionForm, float, InstrTiming]]) -> tuple[float, tuple[str, ...]]:
-    """(cycles per iteration, registers on the critical cycle) of the loop-carried chains."""
+def dependency_bound(timed: list[tuple[InstructionForm, float, InstrTiming]],
+                     forward_latency: float | None = None) -> tuple[float, tuple[str, ...]]:
+    """(cycles per iteration, registers on the critical cycle) of the loop-carried chains;
+    ``forward_latency``: store-to-load forwarding cycles (None: memory dependencies ignored).
+    A memory slot takes part as the pseudo-register ``[<address expression>]``."""
     dist: dict[str, dict[str, float]] = {}  # reg -> {register at iteration start: longest path}
+    body = [(f, w, t) for f, w, t in timed if w >= 0.5]
+    written = {r for f, _, _ in body for r in f.writes}
+
+    def slot(form: InstructionForm) -> str | None:
+        if forward_latency is None or not form.mem_key or any(r in written for r in form.address_reads):
+            return None
+        return f"[{form.mem_key}]"
 
     def deps_of(reg: str) -> dict[str, float]:
         return dist.get(reg, {reg: 0.0})
 
-    for form, weight, t in timed:
-        if weight < 0.5 or not form.writes:
+    stored = {slot(f) for f, _, _ in body if f.mem_write_bytes > 0} - {None}
+    for form, _, t in body:
+        mem = slot(form)
+        stores = mem is not None and form.mem_write_bytes > 0
+        if not form.writes and not stores:
             continue
         lat = t.latency or 0.0
         lat_mem = t.latency_max if t.latency_max is not None else lat
         incoming: dict[str, float] = {}
         sources = [] if _is_zero_idiom(form) else [(r, lat) for r in form.reads]
         sources += [(r, lat_mem) for r in form.address_reads]
+        if mem is not None and form.mem_read_bytes > 0 and mem in stored:
+            # forwarded from a store earlier in this iteration or (through the cycle) the last
+            op = lat if [r for r in form.reads if r not in form.address_reads and r != "flags"] else 0.0
+            sources.append((mem, float(forward_latency or 0.0) + op))  # type: ignore[arg-type]
         for reg, cost in sources:
             if reg in _IGNORED_REGS:
                 continue
             for origin, d in deps_of(reg).items():
                 incoming[origin] = max(incoming.get(origin, -math.inf), d + cost)
+        if stores:  # the slot holds the store's data: its sources at cost 0 (latency on the load)
+            data: dict[str, float] = {}
+            for reg in form.reads:
+                if reg not in _IGNORED_REGS and reg not in form.address_reads:
+                    for origin, d in deps_of(reg).items():
+                        data[origin] = max(data.get(origin, -math.inf), d)
+            dist[mem] = data  # type: ignore[index]
         for reg in form.writes:
             if reg not in _IGNORED_REGS:
                 dist[reg] = dict(incoming)

@@ -50,6 +50,9 @@ class InstructionForm:
     ``address_reads``: registers that form a memory address (their dependency goes through the
     load, so it costs ``latency_max``). ``mem_read_bytes`` / ``mem_write_bytes``: bytes moved by
     one execution. ``address``: the instruction's address, if known (links simulator counts).
+    ``mem_key``: the memory operand's address expression (``rsp+0x6e8``), empty if none or
+    RIP-relative: a store and a later load with the same key and loop-invariant address registers
+    form a dependency through memory (store-to-load forwarding).
     """
 
     mnemonic: str
@@ -61,6 +64,7 @@ class InstructionForm:
     mem_write_bytes: int = 0
     address: int | None = None
     text: str = ""
+    mem_key: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mnemonic", self.mnemonic.lower())

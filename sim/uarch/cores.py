@@ -34,6 +34,9 @@ class CoreDescription:
     store_bits: int
     vector_datapath_bits: int  # native SIMD width; wider ops take several passes
     load_latency: float       # cycles, L1D load-to-use
+    store_forward_latency: float | None = None
+    """cycles from a vector store's data to a dependent load of the same address (store-to-load
+    forwarding); None: not known, taken as ``load_latency`` (an L1 hit: optimistic)."""
 
     def ports(self, group: str) -> tuple[str, ...]:
         return split_group(group, self.port_prefixes)

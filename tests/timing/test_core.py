@@ -114,3 +114,31 @@ def test_tsar_loop_port_bound() -> None:
     res = core_bound(loop(tl, *tgs), GC)
     assert res.port_cycles == pytest.approx((2 + 4 * 4) / 2)  # all uops on p01
     assert res.cycles == pytest.approx(9.0)
+
+
+def _asm_loop(body: str) -> LoopProfile:
+    from tsar.isa.assembler import assemble
+    from tsar.sim.timing.adapters import decode_forms
+
+    code = assemble(f"top:\n{body}\ndec rcx\njnz top\n").code
+    return LoopProfile.from_forms([(f, 100.0) for f in decode_forms(code)], 100.0)
+
+
+def test_store_to_load_forwarding_through_a_stack_slot() -> None:
+    """A value kept in a stack slot across iterations is a loop-carried chain through memory:
+    store -> forwarded load (the core's forwarding latency) -> vpaddw (1 cycle)."""
+    zen4 = uarch.load("zen4")
+    forward = zen4.core.store_forward_latency
+    assert forward is not None and forward > zen4.core.load_latency
+    slot = "vmovdqu ymm0, [rsp+0x40]\nvpaddw ymm0, ymm0, ymm1\nvmovdqu [rsp+0x40], ymm0"
+    res = core_bound(_asm_loop(slot), zen4)
+    assert res.dependency_cycles == pytest.approx(forward + 1.0)
+    assert res.bottleneck == "dependency" and "[rsp+0x40]" in res.dependency_registers
+    # load-op form: the forwarding latency plus the operation's own
+    res = core_bound(_asm_loop("vpaddw ymm0, ymm1, [rsp+0x40]\nvmovdqu [rsp+0x40], ymm0"), zen4)
+    assert res.dependency_cycles == pytest.approx(forward + 1.0)
+    # a different slot, or a pointer that moves every iteration: no chain through memory
+    other = "vmovdqu ymm0, [rsp+0x80]\nvpaddw ymm0, ymm0, ymm1\nvmovdqu [rsp+0x40], ymm0"
+    assert core_bound(_asm_loop(other), zen4).dependency_cycles < 2
+    moving = ("vmovdqu ymm0, [rsi]\nvpaddw ymm0, ymm0, ymm1\nvmovdqu [rsi], ymm0\nadd rsi, 32")
+    assert core_bound(_asm_loop(moving), zen4).dependency_cycles < 2

@@ -132,3 +132,20 @@ def test_host_measurement() -> None:
     assert set(bw) >= {"L1D", "DRAM"} and bw["L1D"] > bw["DRAM"] > 0
     assert 0.5 < h.core.frequency_ghz < 7
     assert h.dram.per_core_gbs > 0 and h.dram.sustained_gbs >= h.dram.per_core_gbs
+
+
+def test_read_bandwidths_rederive_the_ecm_terms() -> None:
+    """End-to-end read bandwidths (GB/s) per level become per-boundary terms whose times per byte
+    add up to the end-to-end time (as host() derives them); levels not given keep their terms."""
+    from tsar.sim.platforms import load
+    from tsar.sim.platforms.detect import with_read_bandwidths
+
+    p = load("laptop")
+    hz = p.core.frequency_ghz * 1e9
+    same = with_read_bandwidths(p, {})
+    assert [c.bandwidth for c in same.caches] == pytest.approx([c.bandwidth for c in p.caches], rel=1e-2)
+    assert same.dram.per_core_gbs == pytest.approx(p.dram.per_core_gbs, rel=1e-6)
+    q = with_read_bandwidths(p, {"DRAM": 10.0})
+    per_byte = sum(1 / c.bandwidth for c in q.caches) + hz / (q.dram.per_core_gbs * 1e9)
+    assert per_byte == pytest.approx(hz / 10e9, rel=1e-2)
+    assert [c.bandwidth for c in q.caches] == pytest.approx([c.bandwidth for c in p.caches], rel=1e-2)
