@@ -1,12 +1,14 @@
 """Simulation of the port: an instruction driver, random checks against the reference model,
 measured latency and throughput of every instruction, and waveforms.
 
-Two backends run the same testbench (:class:`Driver`): Amaranth's Python simulator (needs nothing
-else, the default) and Verilator (:mod:`.verilator`, compiled, for long runs).
+Two backends run the same testbenches: Amaranth's Python simulator (:class:`Driver`; needs nothing
+else, the default) and Verilator (:class:`CompiledDriver` on :mod:`.verilator`, compiled, for long
+runs). ``backend`` selects one: ``"python"`` or ``"verilator"``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -20,6 +22,17 @@ from .base import SliceOp
 from .ops import BASE_OPS
 from .reference import BaseSemantics, Instr, SliceModel
 from .unit import VectorUnit
+
+BACKENDS = ("python", "verilator")
+
+
+def encode(unit: VectorUnit, instr: Instr):
+    """``instr`` as a constant of the unit's issue layout."""
+    cfg = unit.configs.index(instr.cfg) if instr.cfg is not None else 0
+    func = next(op.code for op in BASE_OPS if op.mnemonic == instr.func) if instr.func else 0
+    return unit.issue.instr.shape().const({"op": instr.op, "func": func, "cfg": cfg, "dst": instr.dst,
+                                           "src1": instr.src1, "src2": instr.src2,
+                                           "mem": int(instr.mem)})
 
 
 class Driver:
@@ -38,10 +51,7 @@ class Driver:
         return self.ctx.get(self.unit.regs[reg])
 
     def encode(self, instr: Instr):
-        cfg = self.unit.configs.index(instr.cfg) if instr.cfg is not None else 0
-        func = next(op.code for op in BASE_OPS if op.mnemonic == instr.func) if instr.func else 0
-        return self.layout.const({"op": instr.op, "func": func, "cfg": cfg, "dst": instr.dst,
-                                  "src1": instr.src1, "src2": instr.src2, "mem": int(instr.mem)})
+        return encode(self.unit, instr)
 
     async def tick(self) -> None:
         await self.ctx.tick()
@@ -73,8 +83,73 @@ class Driver:
         return [b - a for a, b in pairwise(taken)]
 
 
-def simulate(unit: VectorUnit, bench: Callable, vcd: str | None = None) -> None:
-    """Run ``bench(driver)`` (an async function) on ``unit`` in the Python simulator."""
+class CompiledDriver:
+    """:class:`Driver`'s methods on a Verilator model of ``unit`` (same cycle semantics; its
+    coroutines never suspend, so a testbench runs to completion in one ``send``)."""
+
+    def __init__(self, unit: VectorUnit):
+        from .verilator import CompiledModel
+
+        self.unit = unit
+        for part in (unit, unit.slice, unit.regfile):  # the Verilator model stands in for it
+            part._MustUse__silence = True
+        self.model = CompiledModel(unit.slice.vector_bits, unit.configs, unit.slice.lut_read)
+        self._codes: dict[Instr, int] = {}
+
+    @property
+    def cycle(self) -> int:
+        return self.model.cycle
+
+    def load(self, reg: int, value: int) -> None:
+        self.model.load(reg, value)
+
+    def read(self, reg: int) -> int:
+        return self.model.read(reg)
+
+    def code(self, instr: Instr) -> int:
+        key = (instr.op, instr.func, instr.cfg, instr.dst, instr.src1, instr.src2, instr.mem)
+        if key not in self._codes:
+            self._codes[key] = encode(self.unit, instr).as_value().value
+        return self._codes[key]
+
+    def prepare(self, instrs: Sequence[Instr]) -> tuple:
+        """``instrs`` and a closing NOP encoded for :meth:`stream` (testbench preparation)."""
+        program = [*instrs, Instr(SliceOp.NOP, 0)]
+        return self.model.prepare([self.code(i) for i in program], [i.load for i in program])
+
+    async def issue(self, instr: Instr) -> int:
+        return self.model.issue(self.code(instr), instr.load)
+
+    async def drain(self) -> None:
+        self.model.drain()
+
+    async def stream(self, instrs: Sequence[Instr] | tuple) -> list[int]:
+        """Like :meth:`Driver.stream`; also takes what :meth:`prepare` returned."""
+        prepared = instrs if isinstance(instrs, tuple) else self.prepare(instrs)
+        taken = self.model.stream(prepared)
+        self.model.drain()
+        return [b - a for a, b in pairwise(taken)]
+
+
+def _run_to_completion(coro) -> None:
+    try:
+        coro.send(None)
+    except StopIteration:
+        return
+    coro.close()
+    raise RuntimeError("a compiled-backend testbench awaited something other than the driver")
+
+
+def simulate(unit: VectorUnit, bench: Callable, vcd: str | None = None, backend: str = "python") -> None:
+    """Run ``bench(driver)`` (an async function) on ``unit`` with ``backend`` (the compiled one
+    writes no waveform)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r}: expected one of {', '.join(BACKENDS)}")
+    if backend == "verilator":
+        if vcd:
+            raise ValueError("waveforms come from the Python simulator (backend='python')")
+        _run_to_completion(bench(CompiledDriver(unit)))
+        return
     sim = Simulator(unit)
     sim.add_clock(1e-9)
 
@@ -193,15 +268,15 @@ async def run_program(drv, model: SliceModel, cases: Iterable[Case], report: Rep
 
 
 def run_cases(unit: VectorUnit, cases: Iterable[Case], semantics: BaseSemantics,
-              vcd: str | None = None) -> Report:
-    """Execute every case in RTL (Python simulator) and in the reference model; compare."""
+              vcd: str | None = None, backend: str = "python") -> Report:
+    """Execute every case in RTL (``backend``) and in the reference model; compare."""
     report = Report()
     cases = list(cases)
 
     async def bench(drv: Driver) -> None:
         await run_program(drv, SliceModel(unit.slice.vector_bits, semantics), cases, report)
 
-    simulate(unit, bench, vcd)
+    simulate(unit, bench, vcd, backend)
     return report
 
 
@@ -212,6 +287,26 @@ def random_cases(rng: np.random.Generator, unit: VectorUnit, n_tsar: int, n_base
         cases += [tsar_case(rng, cfg, tgemvs) for _ in range(n_tsar)]
     order = rng.permutation(len(cases))
     return [cases[i] for i in order]
+
+
+def simulation_speed(unit: VectorUnit, program: Sequence[Instr], backend: str = "python",
+                     repeats: int = 3) -> tuple[int, list[float]]:
+    """Cycles of ``program`` issued back to back, and the seconds of each of ``repeats`` runs
+    (the simulator alone: no reference model, no register comparison; a compiled model is built
+    before the clock starts)."""
+    seconds, cycles = [], 0
+
+    async def bench(drv) -> None:
+        nonlocal cycles
+        prepared = drv.prepare(program) if hasattr(drv, "prepare") else program
+        for _ in range(repeats):
+            start, t0 = drv.cycle, time.perf_counter()
+            await drv.stream(prepared)
+            seconds.append(time.perf_counter() - t0)
+            cycles = drv.cycle - start
+
+    simulate(unit, bench, backend=backend)
+    return cycles, seconds
 
 
 def write_waveform(path: str, cfg: TsarConfig, semantics: BaseSemantics, seed: int = 0) -> Report:
@@ -264,8 +359,8 @@ def _programs(configs: Sequence[TsarConfig], base_ops: Sequence[str]) -> list[tu
 
 
 def measure_timing(configs: Sequence[TsarConfig], lut_read: str = "latch",
-                   base_ops: Sequence[str] | None = None, vector_bits: int | None = None
-                   ) -> dict[str, Timing]:
+                   base_ops: Sequence[str] | None = None, vector_bits: int | None = None,
+                   backend: str = "python") -> dict[str, Timing]:
     """Latency and throughput of the T-SAR instructions of ``configs`` and of ``base_ops``
     (default: every base operation), measured by simulating a port with ``configs``."""
     bits = vector_bits or (configs[0].vector_bits if configs else 256)
@@ -290,7 +385,7 @@ def measure_timing(configs: Sequence[TsarConfig], lut_read: str = "latch",
                 value = _steady(d[1:] if program[0].op is SliceOp.TLUT and name != program[0].name else d)
             seen.setdefault(name, {})[kind] = value
 
-    simulate(unit, bench)
+    simulate(unit, bench, backend=backend)
     return {name: Timing(int(v["latency"]), v["throughput"]) for name, v in seen.items()}
 
 

@@ -11,15 +11,17 @@ Results are cached by a hash of the design and the flow.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from amaranth.back import rtlil, verilog
@@ -44,11 +46,16 @@ design -save generic
 abc -g cmos2
 opt_clean
 tee -q -o cmos.json stat -json -tech cmos
+tee -q -o ltp_blocks.txt ltp -noff
+setattr -mod -unset keep_hierarchy
+flatten
+tee -q -o ltp_top.txt ltp -noff
 design -load generic
 dfflibmap -liberty area.lib
 abc -liberty area.lib
 opt_clean
 tee -q -o area.json stat -json -liberty area.lib
+write_verilog -noattr netlist.v
 """
 
 
@@ -67,6 +74,11 @@ class SynthResult:
     blocks: dict[str, BlockStats]
     seconds: float
     cached: bool = False
+    depth: dict[str, int] = field(default_factory=dict)
+    """Logic depth (``ltp -noff``: longest register-to-register or port path, in 2-input CMOS
+    gates of the ``abc -g cmos2`` netlist) per block, and of the flattened slice under ``"slice"``."""
+    netlist: str = ""
+    """Path of the gzipped sky130 gate-level netlist (``write_verilog``), in the cache."""
 
     def total(self, blocks: Sequence[str] | None = None) -> BlockStats:
         chosen = [self.blocks[b] for b in (blocks if blocks is not None else self.blocks)]
@@ -117,10 +129,11 @@ class _Job:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def result(self) -> SynthResult:
+        netlist = str(self.cache_file.with_suffix(".v.gz"))
         if self.proc is None:
             data = json.loads(self.cache_file.read_text())
             return SynthResult(self.name, {k: BlockStats(**v) for k, v in data["blocks"].items()},
-                               data["seconds"], cached=True)
+                               data["seconds"], cached=True, depth=data["depth"], netlist=netlist)
         log, _ = self.proc.communicate()
         work = Path(self.tmp.name)
         if self.proc.returncode:
@@ -132,12 +145,26 @@ class _Job:
             mod = f"\\{TOP}.{b}"
             blocks[b] = BlockStats(area[mod]["num_cells"], int(cmos[mod]["estimated_num_transistors"]),
                                    round(float(area[mod]["area"]), 2))
+        depth = {b: d for b, d in parse_ltp((work / "ltp_blocks.txt").read_text()).items()
+                 if b in self.blocks}
+        depth[TOP] = max(parse_ltp((work / "ltp_top.txt").read_text()).values())
         seconds = round(time.monotonic() - self.start, 1)
-        self.tmp.cleanup()
         self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(netlist, "wb") as f:
+            f.write((work / "netlist.v").read_bytes())
+        self.tmp.cleanup()
         self.cache_file.write_text(json.dumps({"blocks": {k: asdict(v) for k, v in blocks.items()},
-                                               "seconds": seconds}))
-        return SynthResult(self.name, blocks, seconds)
+                                               "seconds": seconds, "depth": depth}))
+        return SynthResult(self.name, blocks, seconds, depth=depth, netlist=netlist)
+
+
+def parse_ltp(text: str) -> dict[str, int]:
+    """``{block: length}`` from Yosys ``ltp`` output (module ``slice.alu`` -> ``alu``; the
+    top module keeps its name)."""
+    out = {}
+    for mod, length in re.findall(r"Longest topological path in \\?(\S+) \(length=(\d+)\)", text):
+        out[mod.split(".", 1)[1] if "." in mod else mod] = int(length)
+    return out
 
 
 def synthesize(variants: Sequence[tuple[int, Sequence[TsarConfig]]], use_cache: bool = True,

