@@ -87,13 +87,13 @@ class CompiledDriver:
     """:class:`Driver`'s methods on a Verilator model of ``unit`` (same cycle semantics; its
     coroutines never suspend, so a testbench runs to completion in one ``send``)."""
 
-    def __init__(self, unit: VectorUnit):
+    def __init__(self, unit: VectorUnit, model=None):
         from .verilator import CompiledModel
 
         self.unit = unit
         for part in (unit, unit.slice, unit.regfile):  # the Verilator model stands in for it
             part._MustUse__silence = True
-        self.model = CompiledModel(unit.slice.vector_bits, unit.configs, unit.slice.lut_read)
+        self.model = model or CompiledModel(unit.slice.vector_bits, unit.configs, unit.slice.lut_read)
         self._codes: dict[Instr, int] = {}
 
     @property

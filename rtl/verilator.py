@@ -104,6 +104,14 @@ void tsar_drain(void *p) {
     Model *h = (Model *)p;
     while (!h->m->idle) tick(h);
 }
+#if VM_COVERAGE
+#include "verilated_cov.h"
+void tsar_cov_zero(void *p) { ((Model *)p)->ctx.coveragep()->zero(); }
+void tsar_cov_write(void *p, const char *path) {
+    ((Model *)p)->ctx.coveragep()->forcePerInstance(true);
+    ((Model *)p)->ctx.coveragep()->write(path);
+}
+#endif
 /* Issue n instructions back to back (loads: n x LOAD_WORDS words); taken[i]: cycle of each. */
 void tsar_stream(void *p, int n, const uint64_t *instrs, const uint32_t *loads, uint64_t *taken) {
     for (int i = 0; i < n; i++) taken[i] = tsar_issue(p, instrs[i], loads + (size_t)i * @LOAD_WORDS@);
@@ -184,11 +192,20 @@ def _compile(cmd: list[str], cwd: Path) -> None:
 def build(vector_bits: int, configs: Sequence[TsarConfig] = (), lut_read: str = "latch",
           jobs: int | None = None) -> Path:
     """The compiled shared object of the unit, built unless the cache has it."""
-    text = unit_verilog(vector_bits, configs, lut_read)
     load_bits = vector_bits * max([1] + [c.weight_regs for c in configs])
+    return build_verilog(unit_verilog(vector_bits, configs, lut_read), vector_bits, load_bits,
+                         jobs=jobs)
+
+
+def build_verilog(text: str, vector_bits: int, load_bits: int, *, coverage: bool = False,
+                  jobs: int | None = None) -> Path:
+    """Verilate and compile ``text`` (top module :data:`TOP` with the unit's ports and a
+    register file ``regfile`` of public registers) with the harness; ``coverage``: Verilator's
+    toggle coverage (:mod:`.gatelevel`). Cached by a hash of everything that goes in."""
     harness = _harness(vector_bits, load_bits)
+    flags = (*FLAGS, *(("--coverage-toggle",) if coverage else ()))
     version = subprocess.run([*verilator_command(), "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join((text, harness, *FLAGS, *CXXFLAGS, version)).encode()).hexdigest()[:20]
+    key = hashlib.sha256("\0".join((text, harness, *flags, *CXXFLAGS, version)).encode()).hexdigest()[:20]
     out = cache_dir("rtl-verilator") / f"{TOP}-{key}.so"
     if out.is_file():
         return out
@@ -196,22 +213,22 @@ def build(vector_bits: int, configs: Sequence[TsarConfig] = (), lut_read: str = 
         work = Path(tmp)
         (work / f"{TOP}.v").write_text(text)
         (work / "harness.cpp").write_text(harness)
-        _compile([*verilator_command(), "--cc", f"{TOP}.v", "--top-module", TOP, *FLAGS,
+        _compile([*verilator_command(), "--cc", f"{TOP}.v", "--top-module", TOP, *flags,
                   "-Mdir", "obj"], work)
         inc = _include_dir()
         obj = work / "obj"
         header = (obj / f"V{TOP}___024root.h").read_text()
         prev = re.search(r"\b(__Vtrigprevexpr___TOP__clk__\d+)\b", header)
         sources = [*sorted(obj.glob("*.cpp")), work / "harness.cpp", inc / "verilated.cpp",
-                   inc / "verilated_threads.cpp"]
-        flags = [*CXXFLAGS, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-DVM_TRACE=0",
-                 "-DVM_COVERAGE=0", "-DVM_SC=0", "-DVM_TIMING=0",
-                 *([f"-DPREV_CLK={prev.group(1)}"] if prev else [])]
+                   inc / "verilated_threads.cpp", *((inc / "verilated_cov.cpp",) if coverage else ())]
+        cxxflags = [*CXXFLAGS, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-DVM_TRACE=0",
+                    f"-DVM_COVERAGE={int(coverage)}", "-DVM_SC=0", "-DVM_TIMING=0",
+                    *([f"-DPREV_CLK={prev.group(1)}"] if prev else [])]
         cxx = os.environ.get("CXX", "g++")
 
         def one(src: Path) -> Path:
             target = obj / (src.stem + ".o")
-            _compile([cxx, *flags, "-c", str(src), "-o", str(target)], work)
+            _compile([cxx, *cxxflags, "-c", str(src), "-o", str(target)], work)
             return target
 
         with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
@@ -246,12 +263,18 @@ def _library(path: str) -> ctypes.CDLL:
 class CompiledModel:
     """One instance of a compiled unit: registers, issue, drain, streams (cycles counted in C)."""
 
-    def __init__(self, vector_bits: int, configs: Sequence[TsarConfig] = (), lut_read: str = "latch"):
+    def __init__(self, vector_bits: int, configs: Sequence[TsarConfig] = (), lut_read: str = "latch",
+                 library: str | None = None):
         self.vector_bits = vector_bits
-        self.lib = _library(_built(vector_bits, tuple(configs), lut_read))
+        self.lib = _library(library or _built(vector_bits, tuple(configs), lut_read))
         self.reg_words = self.lib.tsar_reg_words()
         self.load_words = self.lib.tsar_load_words()
         self.handle = ctypes.c_void_p(self.lib.tsar_new())
+
+    @classmethod
+    def from_library(cls, path: str, vector_bits: int) -> CompiledModel:
+        """An instance of an already built shared object (e.g. a gate-level unit)."""
+        return cls(vector_bits, library=path)
 
     def __del__(self):
         if getattr(self, "handle", None):

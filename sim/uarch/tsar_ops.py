@@ -2,7 +2,10 @@
 
 Assumptions (also in docs/timing.md):
 
-* uops: ``cfg.tlut_uops`` / ``cfg.tgemv_uops`` from :mod:`tsar.isa.config` (paper section III-C).
+* uops: the cycles the instruction occupies the port back to back, measured on the RTL with the
+  LUT group latched (:func:`tsar.isa.measured_cycles.rtl_timing`, ``isa/data/rtl_cycles.json``);
+  for a configuration the RTL table does not cover, ``cfg.tlut_uops`` / ``cfg.tgemv_uops`` from
+  :mod:`tsar.isa.config` (paper section III-C). The two agree for every measured configuration.
 * ports: each uop occupies the vector ports of the dot-product path, i.e. the port usage of one
   VPMADDWD (register form, same vector width) on that microarchitecture, for as many port-cycles
   as one VPMADDWD takes (so on Gracemont, with 128-bit units, a 256-bit uop takes two passes).
@@ -47,13 +50,24 @@ def tsar_config_for(mnemonic: str, register_class: str | None = None) -> tuple[T
     raise KeyError(f"{mnemonic}: no {register_class} configuration")
 
 
+def issue_cycles(cfg: TsarConfig, kind: str) -> int:
+    """Port cycles of one TLUT (``kind="tlut"``) or TGEMV: the RTL's measured throughput (latch
+    policy) where the table has this configuration, else the ISA's uop count."""
+    from tsar.isa.measured_cycles import has_rtl_timing, rtl_timing
+
+    mnemonic = cfg.tlut_mnemonic if kind == "tlut" else cfg.tgemv_mnemonic
+    if has_rtl_timing(cfg):
+        return round(rtl_timing(cfg.name, mnemonic)[1])
+    return cfg.tlut_uops if kind == "tlut" else cfg.tgemv_uops
+
+
 def tsar_timing(uarch: Uarch, mnemonic: str, operands: tuple[str, ...]) -> InstrTiming:
     """Timing of a T-SAR form, e.g. ``("tgemv8x16", ("ymm", "ymm", "m256"))``."""
     reg_class = operands[0] if operands and operands[0] in ("xmm", "ymm") else None
     cfg, kind = tsar_config_for(mnemonic, reg_class)
     vec = cfg.register_class
     ref = uarch.lookup(DOT_PRODUCT_REFERENCE, (vec, vec, vec))
-    uops = cfg.tlut_uops if kind == "tlut" else cfg.tgemv_uops
+    uops = issue_cycles(cfg, kind)
     # Port-cycles one VPMADDWD takes on each of its groups: at least its uops, and enough to
     # reproduce its measured reciprocal throughput on the group.
     per_uop: dict[str, float] = {}

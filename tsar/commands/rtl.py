@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     area.add_argument("--no-cache", action="store_true", help="resynthesize even if cached")
     area.add_argument("--no-power", action="store_true", help="skip the activity-based power estimate")
     area.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
+    cyc = sub.add_parser("cycles", help="measure latency/throughput of every instruction on the RTL "
+                                        "(compiled) for every configuration and LUT-read policy")
+    cyc.add_argument("--write", action="store_true",
+                     help="store them in isa/data/rtl_cycles.json (read by the timing model)")
+    cyc.add_argument("--check", action="store_true",
+                     help="exit 1 if the stored table differs from the measurement")
     ver = sub.add_parser("verilog", help="write synthesizable Verilog of the base and T-SAR slices")
     ver.add_argument("-o", "--output", default=".", metavar="DIR", help="output directory")
     ver.add_argument("--config", action="append", metavar="NAME",
@@ -178,5 +184,36 @@ def _verilog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cycles(args: argparse.Namespace) -> int:
+    from tsar.isa import measured_cycles
+    from tsar.rtl.cycles import document, measure_all, write
+    from tsar.rtl.verilator import VerilatorError
+
+    console.progress("measuring on compiled models (a minute per port the first time, then cached)")
+    try:
+        units = measure_all()
+    except VerilatorError as exc:
+        raise UserError(f"rtl cycles: {exc}") from None
+    print(f"{'configuration':14} {'lut-read':8} {'instruction':12} {'latency':>7} {'throughput':>10}")
+    for cfg, policies in units.items():
+        for policy, ops in policies.items():
+            for name, (lat, tp) in ops.items():
+                if name.startswith(("tlut", "tgemv")):
+                    print(f"{cfg:14} {policy:8} {name:12} {lat:>7} {tp:>10.2f}")
+    status = 0
+    if args.check:
+        try:
+            stored = measured_cycles.table()["units"]
+        except FileNotFoundError:
+            stored = None
+        if stored != units:
+            print(f"{measured_cycles.DATA_PATH}: differs from the RTL; run tsar rtl cycles --write")
+            status = 1
+    if args.write:
+        path = write(document(units))
+        print(f"wrote {path}")
+    return status
+
+
 def run(args: argparse.Namespace) -> int:
-    return {"sim": _sim, "area": _area, "verilog": _verilog}[args.rtl_command](args)
+    return {"sim": _sim, "area": _area, "verilog": _verilog, "cycles": _cycles}[args.rtl_command](args)

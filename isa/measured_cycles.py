@@ -1,0 +1,63 @@
+"""Cycles of the T-SAR and base instructions measured on the RTL port (``isa/data/rtl_cycles.json``).
+
+The table is generated from the RTL by ``tsar rtl cycles --write`` (``tsar.rtl.cycles``: every
+registered configuration, both LUT-group read policies, compiled simulation) and checked
+against a fresh measurement by a test. This module only reads it (``isa`` imports nothing from
+the other layers).
+
+Layout: ``{"stamp": {...}, "units": {"<config>": {"<lut_read>": {"<mnemonic>": [latency,
+throughput]}}}}`` (cycles; latency: issue to the issue of a dependent instruction; throughput:
+cycles per instruction, independent copies back to back). Base operations are listed under
+every configuration's port.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import TsarConfig
+
+DATA_PATH = Path(__file__).parent / "data" / "rtl_cycles.json"
+LUT_READ = ("latch", "ports")
+
+
+@cache
+def table() -> dict:
+    """The whole JSON document (raises FileNotFoundError if it was never generated)."""
+    return json.loads(DATA_PATH.read_text())
+
+
+def rtl_timing(config_name: str, mnemonic: str, lut_read: str = "latch") -> tuple[int, float]:
+    """``(latency, throughput)`` in cycles of ``mnemonic`` on the RTL port of ``config_name``;
+    KeyError naming what is missing."""
+    if lut_read not in LUT_READ:
+        raise KeyError(f"lut_read={lut_read!r}: expected one of {', '.join(LUT_READ)}")
+    units = table()["units"]
+    if config_name not in units:
+        raise KeyError(f"{config_name}: no RTL measurement in {DATA_PATH.name} "
+                       f"(measured: {', '.join(units)})")
+    ops = units[config_name][lut_read]
+    if mnemonic.lower() not in ops:
+        raise KeyError(f"{mnemonic}: not measured on the {config_name} port ({DATA_PATH.name})")
+    latency, throughput = ops[mnemonic.lower()]
+    return int(latency), float(throughput)
+
+
+def config_key(cfg: TsarConfig) -> dict[str, int]:
+    """The parameters a measurement depends on (stored in the stamp, compared on lookup)."""
+    return {"vector_bits": cfg.vector_bits, "group_regs": cfg.group_regs,
+            "weight_regs": cfg.weight_regs, "tlut_uops": cfg.tlut_uops, "tgemv_uops": cfg.tgemv_uops}
+
+
+def has_rtl_timing(cfg: TsarConfig) -> bool:
+    """Whether the table has measurements of ``cfg``: same name and same parameters (a DSE
+    variant, or a configuration redefined since the table was generated, has none)."""
+    try:
+        stored = table()["stamp"]["configs"].get(cfg.name)
+    except FileNotFoundError:
+        return False
+    return stored == config_key(cfg)

@@ -1,0 +1,68 @@
+"""Measured cycles of every registered configuration as data: ``isa/data/rtl_cycles.json``.
+
+:func:`measure_all` runs :func:`~tsar.rtl.bench.measure_timing` on a port per vector width
+(carrying every configuration of that width) for both LUT-group read policies, on the compiled
+backend; :func:`document` stamps it (generator, Verilator version, SHA-256 of each port's
+Verilog); :func:`write` stores it where :mod:`tsar.isa.measured_cycles` reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from tsar.isa.config import TsarConfig, configs
+from tsar.isa.measured_cycles import DATA_PATH, LUT_READ, config_key
+
+from .bench import measure_timing
+
+GENERATOR = "tsar rtl cycles --write"
+
+
+def _by_width(cfgs: Sequence[TsarConfig]) -> dict[int, list[TsarConfig]]:
+    out: dict[int, list[TsarConfig]] = {}
+    for c in cfgs:
+        out.setdefault(c.vector_bits, []).append(c)
+    return out
+
+
+def measure_all(cfgs: Sequence[TsarConfig] | None = None, backend: str = "verilator") -> dict:
+    """``{config: {lut_read: {mnemonic: [latency, throughput]}}}`` (base ops under each config)."""
+    units: dict[str, dict] = {}
+    for bits, group in _by_width(cfgs or configs()).items():
+        for policy in LUT_READ:
+            timing = measure_timing(group, policy, vector_bits=bits, backend=backend)
+            tsar_names = {n for c in group for n in (c.tlut_mnemonic, c.tgemv_mnemonic)}
+            base = {n: [t.latency, t.throughput] for n, t in timing.items() if n not in tsar_names}
+            for c in group:
+                ops = {n: [timing[n].latency, timing[n].throughput]
+                       for n in (c.tlut_mnemonic, c.tgemv_mnemonic)}
+                units.setdefault(c.name, {})[policy] = ops | base
+    return units
+
+
+def document(units: dict, cfgs: Sequence[TsarConfig] | None = None) -> dict:
+    from .verilator import unit_verilog, verilator_command
+
+    version = subprocess.run([*verilator_command(), "--version"], capture_output=True,
+                             text=True).stdout.strip()
+    hashes = {}
+    for bits, group in _by_width(cfgs or configs()).items():
+        for policy in LUT_READ:
+            text = unit_verilog(bits, group, policy)
+            key = f"{bits}-{'+'.join(c.name for c in group)}-{policy}"
+            hashes[key] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return {"stamp": {"generator": GENERATOR, "simulator": version, "verilog_sha256": hashes,
+                      "configs": {c.name: config_key(c) for c in cfgs or configs()},
+                      "units": "cycles; latency = issue to the issue of a dependent instruction, "
+                               "throughput = cycles per instruction back to back"},
+            "units": units}
+
+
+def write(doc: dict, path: Path = DATA_PATH) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return path

