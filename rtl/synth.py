@@ -29,7 +29,7 @@ from amaranth.back import rtlil, verilog
 from tsar.isa.config import TsarConfig
 from tsar.isa.toolchain import cache_dir
 
-from .cells import NAND2_AREA, liberty
+from .cells import CELLS, NAND2_AREA, liberty
 from .slice import BASE_BLOCKS, SimdSlice
 
 TOP = "slice"
@@ -237,3 +237,24 @@ def format_area_table(rows: Sequence[AreaRow], title: str) -> str:
                      f"{r.overhead_pct:>+6.1f}%   {r.paper_base:>9.0f}>{r.paper_tsar:<9.0f} {paper:>13} "
                      f"{r.paper_pct:>+5.1f}%")
     return "\n".join(lines)
+
+
+# --- operand selection and critical path -------------------------------------------------------------
+
+def operand_select_lower_bound(vector_bits: int) -> float:
+    """Least area (um^2) of TGEMV's operand selection: every bit of both ALU operands picks one
+    of (at least) four LUT words by its weight code, a 4:1 select = three ``mux2i_1`` cells."""
+    mux = next(c for c in CELLS if c.name == "mux2i_1")
+    return 2 * vector_bits * 3 * mux.area
+
+
+GATE_DELAY_PS = 60.0
+"""Assumed delay of one 2-input CMOS gate of the ``abc -g cmos2`` netlist in sky130 at 1.8 V
+(a fan-out-of-two NAND2/NOR2 stage; no timing Liberty is available offline): an estimate, used
+only to turn logic depth into a clock period."""
+
+
+def critical_path(result: SynthResult) -> tuple[int, float]:
+    """(logic depth in 2-input gates of the flattened slice, estimated delay in ns)."""
+    depth = result.depth[TOP]
+    return depth, depth * GATE_DELAY_PS / 1000

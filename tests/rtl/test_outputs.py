@@ -112,3 +112,30 @@ def test_cli_rejects_mixed_widths():
 
 def test_slice_op_names_match_reference():
     assert {op.name for op in SliceOp} >= {"TLUT", "TGEMV", "BASE"}
+
+
+def test_ltp_parsing_and_operand_select_bound():
+    from tsar.rtl.synth import operand_select_lower_bound, parse_ltp
+
+    text = ("Longest topological path in slice.alu (length=103):\n"
+            "Longest topological path in slice (length=225):\n")
+    assert parse_ltp(text) == {"alu": 103, "slice": 225}
+    # 2 operands x 256 bits x three mux2i_1 (3.68 um x 2.72 um)
+    assert operand_select_lower_bound(256) == pytest.approx(512 * 3 * 3.68 * 2.72, rel=1e-3)
+
+
+def test_gate_level_cell_models_and_coverage_parsing(tmp_path):
+    from tsar.rtl.gatelevel import cell_models, cell_types, parse_coverage, toggle_energy_fj
+
+    models = cell_models()
+    for cell in (*CELLS, FLOP):
+        assert f"module {PREFIX}{cell.name}(" in models
+    assert "assign Y = ~(A&B);" in models
+    net = (f"module \\slice.alu (a, y);\n  {PREFIX}nand2_1 _7_ (\n    .A(a),\n"
+           f"module slice(a);\n  {PREFIX}dfxtp_1 _9_ (\n")
+    assert cell_types(net) == {("alu", "_7_"): "nand2_1", ("", "_9_"): "dfxtp_1"}
+    dat = tmp_path / "cov.dat"
+    point = "\x01".join(["page\x02v_toggle/x", "h\x02unit.slice.alu._7_", "o\x02Y"])
+    dat.write_text(f"# SystemC::Coverage-3\nC '{point}' 5\nC '{point}' 2\n")
+    assert parse_coverage(dat) == {("alu", "_7_"): 7}
+    assert toggle_energy_fj("mux2i_1") == pytest.approx(toggle_energy_fj("nand2_1") * 3.68 / 1.38)

