@@ -224,3 +224,42 @@ def run_stream(netlist_gz: str, design: str, vector_bits: int, configs: Sequence
 
     _run_to_completion(bench())
     return gate.activity(drv.model, design, workload, drv.cycle - start, macs_of(program, vector_bits))
+
+
+def gate_energy(tsar_synth, cfg: TsarConfig, base_synth=None, cycles: int = 10_000,
+                seed: int = 0) -> list[GateActivity]:
+    """Gate-level runs of about ``cycles`` cycles each: the T-SAR slice on a TL2-like base stream
+    and on a TLUT/TGEMV stream, and (``base_synth`` given) the base slice on the base stream."""
+    import numpy as np
+
+    from .power import base_stream, tsar_stream
+
+    rng = np.random.default_rng(seed)
+    bits = cfg.vector_bits
+    base_prog = base_stream(rng, int(cycles / 1.5))  # ~1.5 cycles per instruction (hazards)
+    group_cycles = cfg.tlut_uops + 8 * cfg.tgemv_uops + 1  # a TLUT, 8 TGEMVs, a VPADDW
+    tsar_prog = tsar_stream(cfg, max(1, cycles // group_cycles))
+    net, name = tsar_synth.netlist, tsar_synth.name
+    runs = [run_stream(net, name, bits, (cfg,), "T-SAR GEMV stream", tsar_prog, seed),
+            run_stream(net, name, bits, (cfg,), "TL2-like base stream", base_prog, seed)]
+    if base_synth is not None:
+        runs.append(run_stream(base_synth.netlist, base_synth.name, bits, (), "TL2-like base stream",
+                               base_prog, seed))
+    return runs
+
+
+def format_gate_energy(runs: Sequence[GateActivity]) -> str:
+    from .synth import PAPER_ROWS
+
+    names = " ".join(f"{r[0][:14]:>14}" for r in PAPER_ROWS)
+    head = (f"{'design':16} {'workload':22} {'cycles':>7} {'MACs':>8} {names} {'nJ':>8} "
+            f"{'pJ/cyc':>7} {'fJ/MAC':>7}")
+    lines = [head, "-" * len(head)]
+    for r in runs:
+        cols = [sum(r.energy_fj.get(b, 0.0) for b in blocks) for _, blocks, *_ in PAPER_ROWS]
+        cols[0] += r.energy_fj.get("slice", 0.0)  # the slice's own glue cells
+        per_mac = f"{r.total_fj / r.macs:>7.1f}" if r.macs else f"{'-':>7}"
+        lines.append(f"{r.design:16} {r.workload:22} {r.cycles:>7} {r.macs:>8} "
+                     + " ".join(f"{c / 1e6:>14.2f}" for c in cols)
+                     + f" {r.total_fj / 1e6:>8.2f} {r.total_fj / 1e3 / r.cycles:>7.2f} {per_mac}")
+    return "\n".join(lines) + "\n(block columns in nJ)"

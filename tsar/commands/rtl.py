@@ -60,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="LUT-group read policy of the T-SAR slice (default latch)")
     area.add_argument("--no-power", action="store_true", help="skip the activity-based power estimate")
     area.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
+    gp = sub.add_parser("power", help="gate-level switching energy of the synthesized slices "
+                                      "(Verilator toggle counts on the sky130 netlist)")
+    gp.add_argument("--config", metavar="NAME", default="c2s4", help="T-SAR configuration (default c2s4)")
+    gp.add_argument("--cycles", type=positive_int, default=10_000,
+                    help="cycles per instruction stream (default 10000)")
+    gp.add_argument("--with-base", action="store_true",
+                    help="also simulate the base slice's netlist (a second gate-level build)")
     cyc = sub.add_parser("cycles", help="measure latency/throughput of every instruction on the RTL "
                                         "(compiled) for every configuration and LUT-read policy")
     cyc.add_argument("--write", action="store_true",
@@ -205,6 +212,23 @@ def _verilog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _power(args: argparse.Namespace) -> int:
+    from tsar.rtl.gatelevel import format_gate_energy, gate_energy
+    from tsar.rtl.synth import synthesize
+    from tsar.rtl.verilator import VerilatorError
+
+    cfg = _configs([args.config])[0]
+    console.progress("synthesizing (cached) and building the gate-level models (the first "
+                     "Verilator build of a 67k-cell netlist takes tens of minutes on 2 cores)")
+    base, tsar = synthesize([(cfg.vector_bits, ()), (cfg.vector_bits, (cfg,))])
+    try:
+        runs = gate_energy(tsar, cfg, base if args.with_base else None, args.cycles)
+    except VerilatorError as exc:
+        raise UserError(f"rtl power: {exc}") from None
+    print(format_gate_energy(runs))
+    return 0
+
+
 def _cycles(args: argparse.Namespace) -> int:
     from tsar.isa import measured_cycles
     from tsar.rtl.cycles import document, measure_all, write
@@ -237,4 +261,5 @@ def _cycles(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"sim": _sim, "area": _area, "verilog": _verilog, "cycles": _cycles}[args.rtl_command](args)
+    return {"sim": _sim, "area": _area, "verilog": _verilog, "cycles": _cycles,
+            "power": _power}[args.rtl_command](args)
