@@ -1,17 +1,22 @@
-"""The headline comparison: simulated T-SAR kernels against the native TL2 and other baselines.
+"""The headline comparison: T-SAR kernels against the native TL2 and other baselines, like for like.
 
-For one layer shape (N tokens x M outputs x K inputs) and one platform:
+For one layer shape (N tokens x M outputs x K inputs) and one platform every row has a
+**modelled** time and, on ``host``, a **measured** one; a speedup is only ever the ratio of two
+times obtained the same way (modelled / modelled, measured / measured), and both are shown:
 
-* T-SAR kernels: simulated (:mod:`tsar.counts`) and timed by the timing model
-  (:func:`tsar.sim.timing.predict.predict`) on the platform. The per-token dataflows are simulated
-  on one token and scaled by N (they run tokens one after another and re-stream their weights); for
-  N > 1 the token-blocked GEMM dataflows are simulated on one block of ``GEMM_BLOCK`` tokens and
-  scaled by N / GEMM_BLOCK (:mod:`tsar.layer_time`, the estimator the dataflow selection uses too);
-* native baselines: on ``host`` *measured* natively (quantization and dequantization included, as
-  for T-SAR; for N > 1 their token-blocked GEMM loops run); on the other platforms *modelled* from
-  the simulated counts of the same C code's integer core, one token for N = 1 and one block of
-  ``GEMM_BLOCK`` tokens through the same GEMM loops for N > 1 (this leaves out their
-  quantize/dequantize, which favours the baselines slightly);
+* modelled: simulated counts timed by the timing model (:mod:`tsar.layer_time`, the estimator the
+  dataflow selection uses): the per-token dataflows from one token scaled by N, the token-blocked
+  GEMM dataflows and the natives' token-blocked GEMM loops from one block of ``GEMM_BLOCK`` tokens
+  scaled by N / GEMM_BLOCK. The natives' modelled time is their integer core (their
+  quantize/dequantize is left out, which favours them slightly). Error bar: the model's validated
+  error for the kernel's family on the host (:mod:`tsar.model_error`, from ``tsar validate-model``);
+* measured (``host`` only, one thread for T-SAR): natives run natively in their AVX2 builds
+  (whole BitLinear call: quantize, core, dequantize), T-SAR kernels through the proxy engine
+  (:mod:`tsar.sim.proxy`: the same whole call with every T-SAR instruction replaced by the model's
+  uops), all kernels alternating round by round (:func:`tsar.host_timing.interleaved`), each the
+  median over rounds of each round's fastest call, with the spread of those. The core clock is
+  measured in the same rounds and the host's modelled times use it (a shared machine's clock
+  varies);
 * memory traffic: bytes loaded and stored per token by each kernel's instructions in the simulator
   (the paper's Figure 9 metric; TL2's lookups in its activation tables count here).
 """
@@ -32,21 +37,39 @@ from tsar.native_sim import NATIVE_SIM_KERNELS
 
 BASELINE = "tl2"
 MEASURED_NATIVE = COMPARED
+MODELLED = "modelled"
+MEASURED = "measured"
+CLOCK = "(core clock)"
 
 
 @dataclass(frozen=True)
 class Row:
+    """One kernel: its modelled time and, on the host, its measured time (seconds, all N tokens)."""
+
     kernel: str
-    family: str          # "T-SAR" or "native"
-    method: str          # how the time was obtained
-    seconds: float       # for all N tokens
+    family: str                  # "T-SAR" or "native"
+    modelled: float | None       # simulated counts + timing model; None: not simulated
     bytes_per_token: float | None
     bits_per_weight: float
     bound: str = ""
-    spread: float | None = None  # measured: interquartile range / median of the timed calls
+    model_error: float | None = None  # validated error of the model for this family (fraction)
+    measured: float | None = None     # on this host: natively, or through the proxy engine (T-SAR)
+    spread: float | None = None       # measured: (max - min) / median of the per-round fastest calls
+    how_measured: str = ""            # "native" or "proxy"
 
-    def gops(self, n: int, m: int, k: int) -> float:
-        return 2.0 * n * m * k / self.seconds / 1e9
+    @property
+    def seconds(self) -> float:
+        """The modelled time (the one every platform has)."""
+        assert self.modelled is not None, f"{self.kernel} has no modelled time"
+        return self.modelled
+
+    def time(self, how: str) -> float | None:
+        """The ``MODELLED`` or ``MEASURED`` time."""
+        return self.modelled if how == MODELLED else self.measured
+
+    def gops(self, n: int, m: int, k: int, how: str = MODELLED) -> float | None:
+        t = self.time(how)
+        return 2.0 * n * m * k / t / 1e9 if t else None
 
 
 @dataclass(frozen=True)
@@ -58,6 +81,7 @@ class Comparison(Tabular):
     threads: int
     rows: tuple[Row, ...]
     skipped: tuple[tuple[str, str], ...] = ()  # (kernel, why): baselines whose format cannot take the shape
+    error_source: str = ""                     # where the model error bars come from
 
     def row(self, kernel: str) -> Row:
         for r in self.rows:
@@ -70,43 +94,105 @@ class Comparison(Tabular):
         return self.row(BASELINE)
 
     @property
+    def measured(self) -> bool:
+        return any(r.measured is not None for r in self.rows)
+
+    def speedup(self, r: Row, how: str) -> float | None:
+        """``r``'s speedup over the baseline, both times obtained ``how`` (never mixed)."""
+        a, b = self.baseline.time(how), r.time(how)
+        return a / b if a and b else None
+
+    def best(self, family: str, how: str = MODELLED) -> Row | None:
+        rows = [r for r in self.rows if r.family == family and r.time(how)]
+        return min(rows, key=lambda r: r.time(how)) if rows else None  # type: ignore[arg-type,return-value]
+
+    @property
     def best_tsar(self) -> Row:
-        return min((r for r in self.rows if r.family == "T-SAR"), key=lambda r: r.seconds)
+        """The fastest T-SAR kernel by modelled time (the dataflow selection's pick)."""
+        r = self.best("T-SAR")
+        assert r is not None
+        return r
 
     @property
     def best_native(self) -> Row:
-        return min((r for r in self.rows if r.family == "native"), key=lambda r: r.seconds)
+        """The fastest native kernel by modelled time."""
+        r = self.best("native")
+        assert r is not None
+        return r
 
     def records(self) -> list[dict]:
-        """One row per kernel: time, Gop/s, speedup over TL2, traffic (see :meth:`table`)."""
-        base = self.baseline
-        return [{"kernel": r.kernel, "family": r.family, "method": r.method, "seconds": r.seconds,
-                 "gops": r.gops(self.N, self.M, self.K), "speedup": base.seconds / r.seconds,
-                 "bytes_per_token": r.bytes_per_token, "bits_per_weight": r.bits_per_weight,
-                 "bound": r.bound, "spread": r.spread, "N": self.N, "M": self.M, "K": self.K,
-                 "platform": self.platform, "threads": self.threads}
-                for r in sorted(self.rows, key=lambda r: r.seconds)]
+        """One row per kernel: modelled and measured times and speedups (see :meth:`table`)."""
+        out = []
+        for r in self._sorted():
+            out.append({"kernel": r.kernel, "family": r.family,
+                        "modelled_s": r.modelled, "model_error": r.model_error,
+                        "measured_s": r.measured, "spread": r.spread, "measured_how": r.how_measured or None,
+                        "speedup_modelled": self.speedup(r, MODELLED),
+                        "speedup_measured": self.speedup(r, MEASURED),
+                        "gops_modelled": r.gops(self.N, self.M, self.K, MODELLED),
+                        "gops_measured": r.gops(self.N, self.M, self.K, MEASURED),
+                        "bytes_per_token": r.bytes_per_token, "bits_per_weight": r.bits_per_weight,
+                        "bound": r.bound, "N": self.N, "M": self.M, "K": self.K,
+                        "platform": self.platform, "threads": self.threads})
+        return out
+
+    def _sorted(self) -> list[Row]:
+        how = MEASURED if self.measured else MODELLED
+        return sorted(self.rows, key=lambda r: (r.time(how) is None, r.time(how) or 0.0,
+                                                r.modelled or 0.0))
 
     def table(self) -> str:
         base = self.baseline
+        meas = self.measured
         head = (f"{self.N} x {self.M} x {self.K} on {self.platform}, {self.threads} thread(s); "
-                f"speedup and traffic relative to {BASELINE.upper()}")
-        cols = (f"{'kernel':20} {'method':26} {'time (IQR/2)':>17} {'Gop/s':>8} {'speedup':>8} "
-                f"{'bytes/token':>12} {'traffic':>8} {'bits/w':>6}  bound")
+                f"speedups over {BASELINE.upper()}: measured / measured and modelled / modelled, never mixed")
+        cols = f"{'kernel':24}"
+        if meas:
+            cols += f" {'measured (spread)':>20} {'speedup':>8}"
+        cols += (f" {'modelled (±error)':>20} {'speedup':>8} {'bytes/token':>12} {'traffic':>8} "
+                 f"{'bits/w':>6}  bound")
         lines = [head, cols, "-" * len(cols)]
-        for r in sorted(self.rows, key=lambda r: r.seconds):
+        for r in self._sorted():
+            line = f"{r.kernel:24}"
+            if meas:
+                m = (f"{_fmt_time(r.measured)} ±{50 * r.spread:.0f}%" if r.measured is not None
+                     and r.spread is not None else "-")
+                tag = r.how_measured[:1] + " " if r.measured else ""
+                line += f" {tag + m:>20} {_fmt_x(self.speedup(r, MEASURED))}"
+            err = f" ±{100 * r.model_error:.0f}%" if r.model_error is not None else " ±?"
+            mod = "-" if r.modelled is None else _fmt_time(r.modelled) + err
             traffic = (f"{r.bytes_per_token / base.bytes_per_token:7.2f}x"
                        if r.bytes_per_token and base.bytes_per_token else f"{'-':>8}")
             moved = f"{r.bytes_per_token:12,.0f}" if r.bytes_per_token else f"{'-':>12}"
-            spread = f" ±{50 * r.spread:.0f}%" if r.spread is not None else ""
-            lines.append(f"{r.kernel:20} {r.method:26} {_fmt_time(r.seconds) + spread:>17} "
-                         f"{r.gops(self.N, self.M, self.K):8.1f} {base.seconds / r.seconds:7.2f}x "
-                         f"{moved} {traffic} {r.bits_per_weight:6.2f}  {r.bound}")
-        t, n = self.best_tsar, self.best_native
-        lines.append(f"best T-SAR {t.kernel}: {base.seconds / t.seconds:.2f}x TL2, "
-                     f"{n.seconds / t.seconds:.2f}x the best native kernel ({n.kernel})")
+            lines.append(f"{line} {mod:>20} {_fmt_x(self.speedup(r, MODELLED))} {moved} {traffic} "
+                         f"{r.bits_per_weight:6.2f}  {r.bound}")
+        lines += self.summary()
+        if meas:
+            lines.append("measured: n = native AVX2 build (whole call timed in C), p = T-SAR through "
+                         "the proxy engine (whole call, T-SAR instructions as the model's uops); all kernels "
+                         "alternating round by round, median over rounds of each round's fastest call, "
+                         "spread = (max - min) / median of those")
+        lines.append("modelled: simulated counts + timing model; ±error: "
+                     + (self.error_source or "no validated model error available ('tsar validate-model')"))
         lines += [f"not measured: {kernel} ({why})" for kernel, why in self.skipped]
         return "\n".join(lines)
+
+    def summary(self) -> list[str]:
+        """The headline lines: best T-SAR against TL2 and the best native, each way of timing."""
+        out = []
+        for how, label in ((MEASURED, "measured (T-SAR through the proxy engine) / measured natives"),
+                           (MODELLED, "modelled / modelled")):
+            t, n = self.best("T-SAR", how), self.best("native", how)
+            base = self.baseline.time(how)
+            if t is None or n is None or not base:
+                continue
+            out.append(f"best T-SAR {label}: {t.kernel} {base / t.time(how):.2f}x TL2, "  # type: ignore[operator]
+                       f"{n.time(how) / t.time(how):.2f}x the best native kernel ({n.kernel})")  # type: ignore[operator]
+        return out
+
+
+def _fmt_x(x: float | None) -> str:
+    return f"{x:7.2f}x" if x is not None else f"{'-':>8}"
 
 
 def _fmt_time(seconds: float) -> str:
@@ -116,44 +202,84 @@ def _fmt_time(seconds: float) -> str:
 def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
             tsar_kernels: Sequence[str] = KERNEL_NAMES, repeats: int = 20,
             progress: Callable[[str], None] | None = None) -> Comparison:
-    """Compare every T-SAR kernel with the native baselines on one layer and platform."""
+    """Compare every T-SAR kernel with the native baselines on one layer and platform (module doc).
+    ``repeats``: measured calls per kernel on the host (in rounds of a few calls)."""
+    from tsar.model_error import load
+
     plat = platform_named(platform)
     measured = platform == "host"
-    step = Steps(len(tsar_kernels) + len(NATIVE_SIM_KERNELS) + (len(MEASURED_NATIVE) if measured else 0),
-                 progress or (lambda _m: None))
-    rows: list[Row] = []
+    errors = load()
+    step = Steps(len(tsar_kernels) + len(NATIVE_SIM_KERNELS) + measured, progress or (lambda _m: None))
+    rows: dict[str, Row] = {}
+    counts = {}
+
+    def error(kernel: str) -> float | None:
+        return errors.error(kernel, N) if errors else None
+
     for kernel in tsar_kernels:
         step(f"{plat.name}: simulating {kernel} {M} x {K}")
-        c = counts_for(kernel, N, M, K)
+        c = counts[kernel] = counts_for(kernel, N, M, K)
         seconds, bound = modelled(c, plat, N, threads)
-        rows.append(Row(kernel, "T-SAR", "simulated + modelled", seconds, c.bytes_moved,
-                        8.0 * c.weight_bytes / (M * K), bound))
-    sim_counts = {}
-    skipped: list[tuple[str, str]] = []
+        rows[kernel] = Row(kernel, "T-SAR", seconds, c.bytes_moved / c.tokens,
+                           8.0 * c.weight_bytes / (M * K), bound, error(kernel))
     for kernel in NATIVE_SIM_KERNELS:
         step(f"{plat.name}: simulating native {kernel} {M} x {K}")
-        sim_counts[kernel] = counts_for(kernel, N if not measured else 1, M, K)
+        c = counts[kernel] = counts_for(kernel, N, M, K)
+        seconds, bound = modelled(c, plat, N, threads)
+        rows[kernel] = Row(kernel, "native", seconds, c.bytes_moved / c.tokens,
+                           8.0 * c.weight_bytes / (M * K), bound, error(kernel))
+    skipped: list[tuple[str, str]] = []
     if measured:
-        from tsar.kernels import bench
+        step(f"{plat.name}: measuring {N} x {M} x {K}, natives and T-SAR proxies alternating")
+        skipped, ghz = _measure(rows, N, M, K, threads, tsar_kernels, repeats)
+        if ghz is not None:  # model at the clock the measurements ran at
+            from dataclasses import replace
 
-        bandwidth = bench.measure_bandwidths([threads])[threads]
-        for kernel in MEASURED_NATIVE:
-            step(f"{plat.name}: measuring native {kernel} {N} x {M} x {K}")
-            try:
-                res = bench.run_case(bench.Case(kernel, N, M, K, threads, "cache"), bandwidth, repeats)
-            except ValueError as exc:  # the format's block size does not divide this shape
-                skipped.append((kernel, str(exc)))
-                continue
-            c = sim_counts.get(kernel)
-            rows.append(Row(kernel, "native", "measured on this host", res.seconds,
-                            c.bytes_moved if c else None, 8.0 * res.weight_bytes / (M * K),
-                            spread=res.spread))
-    else:
-        for kernel, c in sim_counts.items():
-            seconds, bound = modelled(c, plat, N, threads)
-            rows.append(Row(kernel, "native", "simulated + modelled", seconds, c.bytes_moved,
-                            8.0 * c.weight_bytes / (M * K), bound))
-    bad = [r.kernel for r in rows if not (math.isfinite(r.seconds) and r.seconds > 0)]
+            from tsar.host_timing import with_clock
+
+            plat = with_clock(plat, ghz)
+            for kernel, c in counts.items():
+                seconds, bound = modelled(c, plat, N, threads)
+                rows[kernel] = replace(rows[kernel], modelled=seconds, bound=bound)
+    bad = [r.kernel for r in rows.values()
+           if not all(math.isfinite(t) and t > 0 for t in (r.modelled, r.measured) if t is not None)]
     if bad:  # a time that is not a positive number is a bug or a degenerate input, never a cell
         raise UserError(f"{N} x {M} x {K} on {platform}: no valid time for {', '.join(bad)}")
-    return Comparison(N, M, K, platform, threads, tuple(rows), tuple(skipped))
+    return Comparison(N, M, K, platform, threads, tuple(rows.values()), tuple(skipped),
+                      errors.describe() if errors else "")
+
+
+def _measure(rows: dict[str, Row], N: int, M: int, K: int, threads: int,
+             tsar_kernels: Sequence[str], repeats: int) -> tuple[list[tuple[str, str]], float | None]:
+    """Measure natives and (one thread) T-SAR proxies alternating, and the core clock in the same
+    rounds; fill ``rows`` in place. Returns the skipped kernels and the clock (GHz, or None)."""
+    from dataclasses import replace
+
+    from tsar.host_timing import clock_timer, interleaved, native_timer, proxy_timer
+
+    timers, how, skipped = {}, {}, []
+    for kernel in MEASURED_NATIVE:
+        try:
+            timers[kernel], nbytes = native_timer(kernel, N, M, K, threads)
+        except ValueError as exc:  # the format's block size does not divide this shape
+            skipped.append((kernel, str(exc)))
+            continue
+        how[kernel] = "native"
+        if kernel not in rows:
+            rows[kernel] = Row(kernel, "native", None, None, 8.0 * nbytes / (M * K))
+    if threads == 1:
+        for kernel in tsar_kernels:
+            timers[kernel], how[kernel] = proxy_timer(kernel, N, M, K), "proxy"
+    else:
+        skipped += [(k, "the proxy engine runs T-SAR kernels on one thread") for k in tsar_kernels]
+    calls = 5 if N == 1 else 1
+    rounds = max(3, math.ceil(repeats / calls))
+    counts = dict.fromkeys(timers, calls)
+    clock = clock_timer()
+    if clock is not None:
+        timers[CLOCK], counts[CLOCK] = clock[0], 10
+    measured = interleaved(timers, rounds, counts)
+    ghz = clock[1] / measured.pop(CLOCK).seconds / 1e9 if clock is not None else None
+    for kernel, m in measured.items():
+        rows[kernel] = replace(rows[kernel], measured=m.seconds, spread=m.spread, how_measured=how[kernel])
+    return skipped, ghz

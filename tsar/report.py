@@ -59,8 +59,11 @@ def _family(kernel: str, family: str) -> str:
 def roofline_plot(comp: Comparison, bandwidth_gbs: float, roofs: dict[str, float] | None = None,
                   compute_gops: float | None = None) -> plt.Figure:
     """Gop/s against ops per weight byte: the measured DRAM roof, the platform's cache roofs
-    (``roofs``: name -> GB/s) and an int8 compute roof; one marker per kernel family (the best
-    kernel of the family, its name in the legend)."""
+    (``roofs``: name -> GB/s) and an int8 compute roof; per kernel family the best kernel, measured
+    (filled marker, error bar: spread over rounds) and modelled (open marker, error bar: the model's
+    validated error for the family), each placed by the time obtained its own way."""
+    from tsar.compare import MEASURED, MODELLED
+
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     xs = [0.5, 64]
     ax.plot(xs, [bandwidth_gbs * x for x in xs], "k--", lw=1,
@@ -70,48 +73,77 @@ def roofline_plot(comp: Comparison, bandwidth_gbs: float, roofs: dict[str, float
                 label=f"{name} roof ({gbs:.0f} GB/s)")
     if compute_gops:
         ax.axhline(compute_gops, color="k", lw=1, label=f"int8 compute roof ({compute_gops:.0f} Gop/s)")
-    best: dict[str, object] = {}
-    for r in comp.rows:
-        fam = _family(r.kernel, r.family)
-        if fam not in best or r.seconds < best[fam].seconds:
-            best[fam] = r
+    ops = 2.0 * comp.N * comp.M * comp.K
     markers = "osD^v<>ph*"
-    for i, (fam, r) in enumerate(sorted(best.items(), key=lambda kv: -kv[1].gops(comp.N, comp.M, comp.K))):
-        intensity = 2.0 / (r.bits_per_weight / 8)  # 2 ops per weight / bytes per weight
-        gops = r.gops(comp.N, comp.M, comp.K)
-        err = None
-        if r.spread:  # the interquartile range, as a band around the median
-            low, high = r.seconds * (1 - r.spread / 2), r.seconds * (1 + r.spread / 2)
-            err = [[gops - 2.0 * comp.N * comp.M * comp.K / high / 1e9],
-                   [2.0 * comp.N * comp.M * comp.K / low / 1e9 - gops]]
-        ax.errorbar(intensity, gops, yerr=err, marker=markers[i % len(markers)], color=f"C{i}",
-                    ms=7, capsize=3, ls="none", zorder=3,
-                    label=f"{fam}: {r.kernel} ({'modelled' if r.family == 'T-SAR' else r.method})")
+    fams = sorted({_family(r.kernel, r.family) for r in comp.rows})
+    for i, fam in enumerate(fams):
+        for how, filled in ((MEASURED, True), (MODELLED, False)):
+            rows = [r for r in comp.rows if _family(r.kernel, r.family) == fam and r.time(how)]
+            if not rows:
+                continue
+            r = min(rows, key=lambda r: r.time(how))
+            t = r.time(how)
+            via = " through the proxy" if r.how_measured == "proxy" else ""
+            rel = r.spread / 2 if how == MEASURED else r.model_error
+            err = None
+            if rel:  # measured: half the spread around the median; modelled: ± the validated error
+                err = [[ops / t / 1e9 - ops / (t * (1 + rel)) / 1e9], [ops / (t * max(1 - rel, 0.05)) / 1e9
+                                                                       - ops / t / 1e9]]
+            intensity = 2.0 / (r.bits_per_weight / 8)  # 2 ops per weight / bytes per weight
+            ax.errorbar(intensity * (1.04 if filled else 0.96), ops / t / 1e9, yerr=err,
+                        marker=markers[i % len(markers)], color=f"C{i}", ms=7, capsize=3, ls="none",
+                        zorder=3, mfc=None if filled else "none",
+                        label=f"{fam}: {r.kernel} ({how}{via if filled else ''})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("operational intensity (ops per weight byte)")
     ax.set_ylabel("Gop/s")
-    ax.set_title(f"{comp.N}x{comp.M}x{comp.K} on {comp.platform}: the best kernel of each family "
-                 "(error bars: measured spread)", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    ax.set_title(f"{comp.N}x{comp.M}x{comp.K} on {comp.platform}: best kernel per family, measured "
+                 "(filled) and modelled (open)", fontsize=9)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     ax.grid(True, which="both", alpha=0.3)
     return fig
 
 
+def _ratio_error(a: float | None, b: float | None) -> float | None:
+    """Relative error of a ratio of two modelled times with relative errors ``a`` and ``b``
+    (independent errors added in quadrature)."""
+    return None if a is None or b is None else (a * a + b * b) ** 0.5
+
+
 def speedup_plot(platform_layers: dict[str, list[Comparison]], phase: str = "GEMV (decode)") -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 4))
+    """Best T-SAR kernel over TL2 per platform and shape: modelled / modelled everywhere (error bar:
+    the model's validated errors of both families, in quadrature) and, for the host, a second
+    group measured / measured (T-SAR through the proxy engine)."""
+    from tsar.compare import MEASURED, MODELLED
+
+    groups: list[tuple[str, str, list[Comparison]]] = []
+    for name, comps in platform_layers.items():
+        groups.append((f"{name}\nmodelled", MODELLED, comps))
+        if any(c.measured for c in comps):
+            groups.append((f"{name}\nmeasured", MEASURED, comps))
+    fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(groups)), 4))
     shapes = [(c.M, c.K) for c in next(iter(platform_layers.values()))]
     width = 0.8 / len(shapes)
     for j, (m, k) in enumerate(shapes):
-        vals = [next(c for c in comps if (m, k) == (c.M, c.K)) for comps in platform_layers.values()]
-        speed = [c.baseline.seconds / c.best_tsar.seconds for c in vals]
-        pos = [i + (j - (len(shapes) - 1) / 2) * width for i in range(len(vals))]
-        bars = ax.bar(pos, speed, width, label=f"{vals[0].N}x{m}x{k}")
+        speed, errs = [], []
+        for _label, how, comps in groups:
+            c = next(c for c in comps if (m, k) == (c.M, c.K))
+            t = c.best("T-SAR", how)
+            s = c.speedup(t, how) if t is not None else None
+            speed.append(s or 0.0)
+            e = None
+            if how == MODELLED and s and t is not None:
+                e = _ratio_error(t.model_error, c.baseline.model_error)
+            errs.append(s * e if s and e else 0.0)
+        pos = [i + (j - (len(shapes) - 1) / 2) * width for i in range(len(groups))]
+        n = groups[0][2][j].N
+        bars = ax.bar(pos, speed, width, yerr=errs, capsize=2, label=f"{n}x{m}x{k}")
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
-    ax.set_xticks(range(len(platform_layers)), list(platform_layers))
+    ax.set_xticks(range(len(groups)), [g[0] for g in groups], fontsize=7)
     ax.axhline(1, color="k", lw=0.8)
     ax.set_ylabel("speedup of the best T-SAR kernel over TL2")
-    ax.set_title(f"{phase}: best T-SAR kernel over TL2 per layer shape", fontsize=9)
+    ax.set_title(f"{phase}: best T-SAR kernel over TL2 (modelled/modelled, measured/measured)", fontsize=9)
     ax.legend(fontsize=8)
     return fig
 
@@ -263,6 +295,14 @@ def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt
     return out
 
 
+def _error_source(data: ReportData) -> str:
+    for comps in (data.platform_layers or {}).values():
+        for c in comps:
+            if c.error_source:
+                return c.error_source
+    return "none available (run tsar validate-model)"
+
+
 def render(data: ReportData, bandwidth_gbs: float | None = None, *, repeats: int = 20,
            files: Path | None = None) -> str:
     """The HTML page; ``bandwidth_gbs`` is the roofline's DRAM roof (measured here if None).
@@ -277,10 +317,15 @@ def render(data: ReportData, bandwidth_gbs: float | None = None, *, repeats: int
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}"
              "pre{font-size:12px;background:#f6f6f6;padding:8px;overflow-x:auto}</style></head><body>",
              "<h1>T-SAR: simulated T-SAR kernels against native ternary kernels</h1>",
-             "<p>T-SAR times are simulated instruction counts timed by the project's timing model; "
-             "native times on <code>host</code> are measured on this machine, on the other "
-             "platforms modelled from the same C code's simulated counts. See docs/timing.md for "
-             "the model and its validation.</p>", "<h2>Provenance</h2><table>"]
+             "<p>Like for like: every speedup is a ratio of two times obtained the same way. On "
+             "<code>host</code> each kernel has a <b>measured</b> time (natives natively, T-SAR "
+             "kernels through the proxy engine: their T-SAR instructions replaced by the uops the "
+             "model assumes; all alternating round by round, error bar the spread of the round "
+             "medians) and a <b>modelled</b> one (simulated counts and the timing model); the "
+             "other platforms have modelled times only. Modelled times carry the model's "
+             "validated error for the kernel family on the host: "
+             + html.escape(_error_source(data)) + ". See docs/timing.md for the model and its "
+             "validation.</p>", "<h2>Provenance</h2><table>"]
     parts += [f"<tr><th>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
               for k, v in provenance(repeats).items()]
     parts.append("</table>")

@@ -91,7 +91,7 @@ CASES = [
     (["compare", "--platform", "laptop", "--threads", "99"], "laptop has"),
     # validate-model
     (["validate-model", "--calls", "0"], "--calls: expected an integer >= 1"),
-    (["validate-model", "--batches", "0"], "--batches: expected an integer >= 1"),
+    (["validate-model", "--rounds", "0"], "--rounds: expected an integer >= 1"),
     (["validate-model", "--shape", "60x384"], "--shape 60x384"),
     (["validate-model", "--shape", "abc"], "shape must be MxK"),
     (["validate-model", "--kernel", "dense"], "--kernel"),

@@ -100,13 +100,15 @@ def test_bench_native_json_and_csv(capsys):
 def test_compare_csv_on_a_modelled_platform(capsys):
     assert main(["-q", "compare", "--shape", "1x256x1024", "--platform", "laptop", "--csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("kernel,family,method,seconds,gops,speedup") and len(lines) > 8
+    assert lines[0].startswith("kernel,family,modelled_s,model_error,measured_s,spread") and len(lines) > 8
 
 
 def test_compare_json(capsys):
     doc = _doc(capsys, ["-q", "compare", "--shape", "1x256x1024", "--platform", "laptop", "--json"],
                "compare")
     assert doc["baseline"] == "tl2" and {r["family"] for r in doc["rows"]} == {"T-SAR", "native"}
+    tl2 = next(r for r in doc["rows"] if r["kernel"] == "tl2")
+    assert tl2["speedup_modelled"] == 1.0 and tl2["measured_s"] is None  # modelled platform
     doc = _doc(capsys, ["-q", "compare", "--model", "bitnet-700m", "--platform", "mobile", "--json"],
                "model-estimate")
     assert doc["estimate"]["model"] == "bitnet-700m"
@@ -114,9 +116,11 @@ def test_compare_json(capsys):
 
 @pytest.mark.native
 def test_validate_model_json(capsys):
-    doc = _doc(capsys, ["-q", "validate-model", "--tiny", "--kernel", "int2", "--no-dram", "--calls",
-                        "5", "--batches", "2", "--json"], "validate-model")
+    doc = _doc(capsys, ["-q", "validate-model", "--tiny", "--kernel", "int2", "--no-dram", "--no-proxy",
+                        "--calls", "5", "--rounds", "2", "--json"], "validate-model")
     assert doc["cases"] and doc["mape"] >= 0 and doc["cases"][0]["kernel"] == "int2"
+    assert {c["N"] for c in doc["cases"]} == {1, 128}  # GEMV and the GEMM entry
+    assert set(doc["error_by_family"]) == {"int2"} and "int2/gemm" in doc["error_table"]["errors"]
 
 
 @pytest.mark.slow

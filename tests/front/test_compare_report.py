@@ -29,8 +29,50 @@ def test_compare_on_a_modelled_platform() -> None:
 def test_compare_on_the_host_measures_natives(capsys: pytest.CaptureFixture) -> None:
     assert main(["compare", "--shape", "1x256x384", "--repeats", "3"]) == 0
     out = capsys.readouterr().out
-    assert "measured on this host" in out and "simulated + modelled" in out
-    assert re.search(r"best T-SAR tsar-\S+: [0-9.]+x TL2", out)
+    assert "measured (spread)" in out and "modelled (±error)" in out
+    assert re.search(r"best T-SAR measured \(T-SAR through the proxy engine\) / measured natives: "
+                     r"tsar-\S+ [0-9.]+x TL2", out)
+    assert re.search(r"best T-SAR modelled / modelled: tsar-\S+ [0-9.]+x TL2", out)
+
+
+def test_compare_on_the_host_is_like_for_like() -> None:
+    """On the host every T-SAR kernel is measured through the proxy and modelled, the simulated
+    natives measured and modelled; each speedup is a ratio of two times of the same kind."""
+    from tsar.compare import MEASURED, MODELLED
+
+    comp = compare(1, 256, 384, "host", tsar_kernels=("tsar-c2s4-op", "tsar-c4s4-op"), repeats=3)
+    base = comp.baseline
+    for kernel in ("tsar-c2s4-op", "tsar-c4s4-op", "tl2", "tl1", "i2s", "int2"):
+        r = comp.row(kernel)
+        assert r.modelled > 0 and r.measured > 0 and r.spread >= 0
+        assert r.how_measured == ("proxy" if kernel.startswith("tsar-") else "native")
+        assert comp.speedup(r, MEASURED) == pytest.approx(base.measured / r.measured)
+        assert comp.speedup(r, MODELLED) == pytest.approx(base.modelled / r.modelled)
+    dense = comp.row("dense")  # measured only: no simulated code, so no modelled time or speedup
+    assert dense.modelled is None and comp.speedup(dense, MODELLED) is None
+    rec = {r["kernel"]: r for r in comp.records()}
+    assert rec["tl2"]["speedup_measured"] == pytest.approx(1.0) and rec["dense"]["modelled_s"] is None
+
+
+def test_modelled_times_carry_the_validated_error(tmp_path, monkeypatch) -> None:
+    """The error bars come from the last validation's table (cache) or the shipped one."""
+    import json
+
+    from tsar import model_error
+
+    shipped = model_error.read(model_error.shipped_path())
+    assert shipped.stamp["machine"] and shipped.error("tl2") is not None
+    table = {"format": 1, "stamp": {"machine": "test machine", "date": "d", "commit": "c"},
+             "errors": {"tl2": 0.5, "tl2/cache": 0.25, "tsar-c2s4": 0.125, "tsar-c2s4/gemm": 0.0625},
+             "bias": {}}
+    (tmp_path / "validation").mkdir()
+    (tmp_path / "validation" / "model-error.json").write_text(json.dumps(table))
+    comp = compare(16, 256, 384, "laptop", tsar_kernels=("tsar-c2s4-op-tokens",))
+    assert comp.row("tl2").model_error == 0.5            # GEMM: no tl2/gemm entry, family-wide
+    assert comp.row("tsar-c2s4-op-tokens").model_error == 0.0625
+    assert comp.row("int2").model_error is None and "±?" in comp.table()
+    assert "test machine" in comp.error_source
+    assert compare(1, 256, 384, "laptop", tsar_kernels=()).row("tl2").model_error == 0.25
 
 
 def test_compare_bad_input(capsys: pytest.CaptureFixture) -> None:

@@ -19,4 +19,6 @@ def test_demo_small_layer(capsys: pytest.CaptureFixture) -> None:
     assert "demo passed" in out
     for platform in ("host", "workstation", "laptop", "mobile"):
         assert platform in out
-    assert "measured on this host" in out and "speedup" in out
+    assert "measured (spread)" in out and "modelled (±error)" in out
+    assert "best T-SAR measured (T-SAR through the proxy engine) / measured natives" in out
+    assert "best T-SAR modelled / modelled" in out

@@ -160,10 +160,12 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nm")
 @pytest.mark.native
 @needs_gcc
 def test_validation_tiny_shape_table():
-    from tsar.validate import TINY_SHAPES, TSAR_KERNELS, validate
+    from tsar.validate import TINY_SHAPES, TSAR_GEMM_KERNELS, TSAR_KERNELS, validate
 
-    v = validate(shapes=TINY_SHAPES, dram=False, calls=20, batches=2)
-    assert len(v.cases) == 4 + len(TSAR_KERNELS)
+    v = validate(shapes=TINY_SHAPES, dram=False, calls=10, rounds=2)
+    assert len(v.cases) == 2 * 4 + len(TSAR_KERNELS) + len(TSAR_GEMM_KERNELS)
+    assert {c.data for c in v.cases} == {"cache", "GEMM"}
+    assert all(c.N == 128 for c in v.cases if c.data == "GEMM")
     assert all(math.isfinite(c.error) and c.measured > 0 and c.predicted > 0 for c in v.cases)
     assert all(c.spread >= 0 for c in v.cases)
     table = v.table()
@@ -177,9 +179,10 @@ def test_validation_tiny_shape_table():
 def test_validation_full_table():
     """The full validation runs and reports every case. Its accuracy (MAPE) is a benchmark figure
     (`tsar validate-model`, docs/timing.md), not asserted here: timings on a shared machine vary."""
-    from tsar.validate import FULL_SHAPES, KERNELS, TSAR_KERNELS, validate
+    from tsar.validate import FULL_SHAPES, KERNELS, TSAR_GEMM_KERNELS, TSAR_KERNELS, validate
 
-    v = validate(calls=20, batches=3)
-    assert len(v.cases) == 2 * len(FULL_SHAPES) * (len(KERNELS) + len(TSAR_KERNELS))
+    v = validate(calls=10, rounds=3)
+    assert len(v.cases) == len(FULL_SHAPES) * (3 * len(KERNELS) + 2 * len(TSAR_KERNELS)
+                                               + len(TSAR_GEMM_KERNELS))
     assert all(math.isfinite(c.error) and c.measured > 0 and c.predicted > 0 for c in v.cases)
     assert "MAPE" in v.table()

@@ -1,4 +1,4 @@
-"""``tsar compare``: simulated T-SAR kernels against native TL2 and the other baselines."""
+"""``tsar compare``: T-SAR kernels against native TL2 and the other baselines, like for like."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from tsar.errors import UserError
 from tsar.sim.platforms import SHIPPED
 
 NAME = "compare"
-HELP = "compare simulated T-SAR kernels with native TL2 and other baselines on a layer and platform"
+HELP = ("compare T-SAR kernels with native TL2 and other baselines on a layer and platform: modelled "
+        "against modelled and, on the host, measured against measured")
 PLATFORMS = ("host", *SHIPPED)
 
 
@@ -78,14 +79,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         from tsar.jsonout import emit
 
-        base = result.baseline.seconds
         emit("compare", N=result.N, M=result.M, K=result.K, platform=result.platform,
              threads=result.threads, baseline=result.baseline.kernel,
-             rows=[{**{f: getattr(r, f) for f in ("kernel", "family", "method", "seconds",
-                                                   "bytes_per_token", "bits_per_weight", "bound",
-                                                   "spread")},
-                    "gops": r.gops(result.N, result.M, result.K), "speedup": base / r.seconds}
-                   for r in result.rows])
+             model_error_source=result.error_source or None,
+             rows=[{k: v for k, v in r.items() if k not in ("N", "M", "K", "platform", "threads")}
+                   for r in result.records()])
         return 0
     print(result.table())
     return 0

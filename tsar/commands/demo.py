@@ -1,7 +1,8 @@
-"""``tsar demo``: the whole pipeline on a BitNet-b1.58-2B-4T layer, in about a minute.
+"""``tsar demo``: the whole pipeline on a BitNet-b1.58-2B-4T layer, in about half a minute.
 
-ISA -> assembler -> simulator (bit-exact against the reference) -> RTL cycle check -> T-SAR
-modelled against native baselines measured on this machine -> the paper's platforms.
+ISA -> assembler -> simulator (bit-exact against the reference) -> RTL cycle check -> on this
+machine, T-SAR proxy-measured against natives measured and T-SAR modelled against natives modelled
+-> the paper's platforms (modelled against modelled, with the model's validated error).
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ class _Progress:
         self.step += 1
         elapsed = time.perf_counter() - self.start
         print(f"\n[{self.step}/{self.steps}] {title}  (t = {elapsed:.0f} s)", flush=True)
+
+
+def _pm(row) -> str:
+    """A modelled time with its error bar, in microseconds."""
+    err = f" ±{100 * row.model_error:3.0f}%" if row.model_error is not None else "      "
+    return f"{row.seconds * 1e6:8.1f} us{err}"
 
 
 def _indent(text: str) -> str:
@@ -93,21 +100,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {cfg.name}: " + ", ".join(f"{mn} {cycles[mn]} cycles (ISA {u} uops)"
                                             for mn, u in rtl.items()) + ("" if agree else "  MISMATCH"))
 
-    step(f"T-SAR (simulated, modelled) against native kernels measured on this machine, "
-         f"{n} x {m} x {k}")
+    step(f"this machine, like for like: T-SAR through the proxy engine against natives measured, "
+         f"T-SAR modelled against natives modelled, {n} x {m} x {k}")
     host_cmp = compare(n, m, k, "host", repeats=args.repeats,
                        progress=lambda msg: console.progress(f"  .. {msg}"))
     print(_indent(host_cmp.table()))
 
-    step("the same layer modelled on the paper's platforms (T-SAR and the natives' simulated code)")
+    step("the same layer modelled on the paper's platforms (T-SAR and the natives' simulated code, "
+         "modelled / modelled)")
     for name in PLATFORMS[1:]:
         c = compare(n, m, k, name, progress=console.detail)
         t, base = c.best_tsar, c.baseline
-        print(f"  {name:12} best T-SAR {t.kernel:16} {t.seconds * 1e6:9.1f} us   TL2 "
-              f"{base.seconds * 1e6:9.1f} us   speedup {base.seconds / t.seconds:5.2f}x   traffic "
-              f"{t.bytes_per_token / base.bytes_per_token:4.2f}x of TL2")
-    print("  Modelled figures come from the timing model (docs/timing.md: method and its "
-          "validation against measured native kernels, 'tsar validate-model').")
+        traffic = t.bytes_per_token / base.bytes_per_token
+        print(f"  {name:12} best T-SAR {t.kernel:16} {_pm(t)}   TL2 {_pm(base)}   speedup "
+              f"{base.seconds / t.seconds:5.2f}x   traffic {traffic:4.2f}x of TL2")
+    print("  Modelled times carry the model's validated error on this host for the kernel family; "
+          + (host_cmp.error_source or "none available (run 'tsar validate-model')") + ".")
     print("\ndemo " + ("passed" if ok else "FAILED") + f" in {time.perf_counter() - step.start:.0f} s")
     sys.stdout.flush()
     return 0 if ok else 1
