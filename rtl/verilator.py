@@ -124,6 +124,9 @@ them, widths, the register file's storage)."""
 FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert", "-Wno-fatal",
          "-Wno-lint", "-Wno-style", "-Wno-CASEINCOMPLETE", "--output-split", "20000")
 CXXFLAGS = ("-O2", "-fPIC", "-std=c++20", "-w")
+GATE_CXXFLAGS = ("-O0", "-fPIC", "-std=c++20", "-w")
+"""Gate-level models compile without optimisation: their generated code (tens of MB for a
+67k-cell netlist) takes hours at -O2 on two cores, and they run only thousands of cycles."""
 
 
 class VerilatorError(RuntimeError):
@@ -205,7 +208,8 @@ def build_verilog(text: str, vector_bits: int, load_bits: int, *, coverage: bool
     harness = _harness(vector_bits, load_bits)
     flags = (*FLAGS, *(("--coverage-toggle",) if coverage else ()))
     version = subprocess.run([*verilator_command(), "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join((text, harness, *flags, *CXXFLAGS, version)).encode()).hexdigest()[:20]
+    cxx_opts = GATE_CXXFLAGS if coverage else CXXFLAGS
+    key = hashlib.sha256("\0".join((text, harness, *flags, *cxx_opts, version)).encode()).hexdigest()[:20]
     out = cache_dir("rtl-verilator") / f"{TOP}-{key}.so"
     if out.is_file():
         return out
@@ -221,7 +225,7 @@ def build_verilog(text: str, vector_bits: int, load_bits: int, *, coverage: bool
         prev = re.search(r"\b(__Vtrigprevexpr___TOP__clk__\d+)\b", header)
         sources = [*sorted(obj.glob("*.cpp")), work / "harness.cpp", inc / "verilated.cpp",
                    inc / "verilated_threads.cpp", *((inc / "verilated_cov.cpp",) if coverage else ())]
-        cxxflags = [*CXXFLAGS, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-DVM_TRACE=0",
+        cxxflags = [*cxx_opts, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-DVM_TRACE=0",
                     f"-DVM_COVERAGE={int(coverage)}", "-DVM_SC=0", "-DVM_TIMING=0",
                     *([f"-DPREV_CLK={prev.group(1)}"] if prev else [])]
         cxx = os.environ.get("CXX", "g++")
