@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 KERNELS = SIMULATED
 FULL_SHAPES = ((2560, 2560), (6912, 2560), (2560, 6912))
 """(M, K): outputs x inputs, one token: BitNet-2B's QKV/O, gate/up and down projections."""
-TSAR_KERNELS = ("tsar-c2s4-op", "tsar-c4s4-op", "tsar-c2s4-ap-min")
+TSAR_KERNELS = ("tsar-c2s4-op", "tsar-c4s4-op", "tsar-c2s4-ap-min", "tsar-c4s4-ap-min")
 """T-SAR kernels validated through the proxy engine."""
 TINY_SHAPES = ((64, 384),)
 GEMM_TOKENS = 128
