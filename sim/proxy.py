@@ -10,7 +10,9 @@ back, unlike the native engine), and the host's out-of-order core, caches and pr
 (:class:`~tsar.sim.native_engine.NativeMachine` executes it). **Results are meaningless**: only
 the time is of use, measured as the natives are.
 
-Sequences (``n`` = the instruction's uops, ``L`` = ``vpmaddwd`` latency, ``X`` = a vector register
+Sequences (``n`` = the instruction's uops as the model takes them,
+:func:`tsar.sim.uarch.tsar_ops.issue_cycles`: the RTL-measured port cycles where the RTL table has
+the configuration, else the ISA's uop count; ``L`` = ``vpmaddwd`` latency, ``X`` = a vector register
 the program never names, picked per program):
 
 * ``TLUTcxs dst, src``: ``n`` uops writing the ``n`` registers of the LUT group, each
@@ -46,6 +48,7 @@ from tsar.isa.operands import Memory, Register
 
 from .errors import SimulationError
 from .native_engine import NativeMachine
+from .uarch.tsar_ops import issue_cycles
 
 PROXY_UOP = "vpmaddwd"
 VECTOR_REGISTERS = 16
@@ -97,7 +100,7 @@ def proxy_sequence(mnemonic: str, operands: list, scratch: int | None) -> ProxyS
     r = lambda n: f"{cls}{n}"  # noqa: E731
     src = operands[-1]
     if kind is Kind.TLUT:
-        n = cfg.tlut_uops
+        n = issue_cycles(cfg, "tlut")
         group = [dst.num + i for i in range(cfg.group_regs)]
         lines, extra, loads = [], 0, 0
         if isinstance(src, Memory):
@@ -111,7 +114,7 @@ def proxy_sequence(mnemonic: str, operands: list, scratch: int | None) -> ProxyS
         order = [g for g in group if g != s] + [g for g in group if g == s]
         lines += [f"{PROXY_UOP} {r(g)}, {r(s)}, {r(s)}" for g in order[:n]]
         return ProxySequence(tuple(lines), n, loads, extra, 0)
-    n = cfg.tgemv_uops
+    n = issue_cycles(cfg, "tgemv")
     lut = operands[1]
     parts = max(1, cfg.weight_bytes // width)
     if n < parts + 2:
