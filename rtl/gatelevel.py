@@ -108,7 +108,7 @@ def cell_types(netlist: str) -> dict[tuple[str, str], str]:
 
 def parse_coverage(path: str | Path) -> dict[tuple[str, str], int]:
     """``{(block, instance): output transitions}`` from a Verilator coverage file (toggle points
-    of cell outputs; hierarchy ``unit.slice[.block].instance``)."""
+    of cell outputs; hierarchy ``[TOP.]unit.slice[.block].instance``)."""
     out: dict[tuple[str, str], int] = {}
     for line in Path(path).read_text(errors="replace").splitlines():
         if not line.startswith("C '"):
@@ -118,6 +118,8 @@ def parse_coverage(path: str | Path) -> dict[tuple[str, str], int]:
         if fields.get("page", "").split("/")[0] != "v_toggle":
             continue
         hier = fields.get("h", "").split(".")
+        if hier[:1] == ["TOP"]:  # Verilator's root scope
+            hier = hier[1:]
         if len(hier) < 3 or hier[1] != "slice":
             continue
         block, inst = (hier[2], hier[3]) if len(hier) > 3 else ("", hier[2])

@@ -135,7 +135,7 @@ def test_gate_level_cell_models_and_coverage_parsing(tmp_path):
            f"module slice(a);\n  {PREFIX}dfxtp_1 _9_ (\n")
     assert cell_types(net) == {("alu", "_7_"): "nand2_1", ("", "_9_"): "dfxtp_1"}
     dat = tmp_path / "cov.dat"
-    point = "\x01".join(["page\x02v_toggle/x", "h\x02unit.slice.alu._7_", "o\x02Y"])
+    point = "\x01".join(["page\x02v_toggle/x", "h\x02TOP.unit.slice.alu._7_", "o\x02Y"])
     dat.write_text(f"# SystemC::Coverage-3\nC '{point}' 5\nC '{point}' 2\n")
     assert parse_coverage(dat) == {("alu", "_7_"): 7}
     assert toggle_energy_fj("mux2i_1") == pytest.approx(toggle_energy_fj("nand2_1") * 3.68 / 1.38)
