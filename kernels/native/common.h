@@ -36,17 +36,20 @@ extern const tsar_kernel tsar_kernel_tl2, tsar_kernel_tl1, tsar_kernel_i2s, tsar
     tsar_kernel_int2, tsar_kernel_trit5, tsar_kernel_tq1_0, tsar_kernel_tq2_0, tsar_kernel_iq1_bn,
     tsar_kernel_iq2_bn;
 
-/* Pieces of the int16 GEMM micro-kernels' assembly (int2.c, dense.c), whose sums live in ymm0-7:
- * zero them, and widen them into the int32 array operand [acc] (8 x 32 bytes, same order) with
- * vpmaddwd by ones (ymm8 is overwritten). */
+/* Pieces of the int16 GEMM micro-kernels' assembly (int2.c, dense.c), whose sums live from ymm0 up:
+ * zero ymm0-7, and widen sums into the int32 array operand [acc] (32 bytes each, same order) with
+ * vpmaddwd by ones (TSAR_ASM_WIDEN_YMM0_7: ones in ymm8, which is overwritten). */
 #define TSAR_ASM_ZERO_YMM0_7                                                                       \
     "vpxor %%xmm0, %%xmm0, %%xmm0\n\t" "vpxor %%xmm1, %%xmm1, %%xmm1\n\t"                          \
     "vpxor %%xmm2, %%xmm2, %%xmm2\n\t" "vpxor %%xmm3, %%xmm3, %%xmm3\n\t"                          \
     "vpxor %%xmm4, %%xmm4, %%xmm4\n\t" "vpxor %%xmm5, %%xmm5, %%xmm5\n\t"                          \
     "vpxor %%xmm6, %%xmm6, %%xmm6\n\t" "vpxor %%xmm7, %%xmm7, %%xmm7\n\t"
-#define TSAR_ASM_WIDEN_ONE(R, OFF)                                                                 \
-    "vpmaddwd %%ymm8, %%ymm" #R ", %%ymm" #R "\n\t" "vpaddd " #OFF "(%[acc]), %%ymm" #R ", %%ymm" #R \
-    "\n\t" "vmovdqu %%ymm" #R ", " #OFF "(%[acc])\n\t"
+/* ymmR (16 int16 pair sums) widened with the all-ones int16 vector in ymmONES and added into the
+ * int32 vector at byte OFF of %[acc]. */
+#define TSAR_ASM_WIDEN_WITH(ONES, R, OFF)                                                          \
+    "vpmaddwd %%ymm" #ONES ", %%ymm" #R ", %%ymm" #R "\n\t"                                        \
+    "vpaddd " #OFF "(%[acc]), %%ymm" #R ", %%ymm" #R "\n\t" "vmovdqu %%ymm" #R ", " #OFF "(%[acc])\n\t"
+#define TSAR_ASM_WIDEN_ONE(R, OFF) TSAR_ASM_WIDEN_WITH(8, R, OFF)
 #define TSAR_ASM_WIDEN_YMM0_7                                                                      \
     "vpcmpeqw %%ymm8, %%ymm8, %%ymm8\n\t" "vpsrlw $15, %%ymm8, %%ymm8\n\t"                         \
     TSAR_ASM_WIDEN_ONE(0, 0) TSAR_ASM_WIDEN_ONE(1, 32) TSAR_ASM_WIDEN_ONE(2, 64)                   \

@@ -51,48 +51,6 @@ static void gemv_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     }
 }
 
-/* GEMM (AVX2), 4 rows x 2 tokens per pass over K: each loaded weight vector serves two tokens and
- * each activation vector four rows; the four rows (10 KiB at K = 2560) stay in L1 while the token
- * pairs stream from L2. The loop is in assembly (ymm0-7 = int16 pair sums of row i, token u at
- * 2 i + u; ymm8-11 = weights; ymm12-13 = offset activations; ymm14-15 = products):
- * per 32 columns 6 loads, 8 vpmaddubsw and 8 vpaddw, which fills the two multiply ports and the
- * four vector ALUs without exceeding the 6-wide dispatch. The int16 sums are widened into int32
- * 'acc' (8 vectors of 8 lanes, same order) every 'flush' steps, as bk bounds them. */
-static void tile4x2_avx2(const uint8_t *const w[4], const uint8_t *x0, const uint8_t *x1, long steps,
-                         long flush, __m256i acc[8]) {
-    for (long j0 = 0; j0 < steps; j0 += flush) {
-        /* j runs from -bytes to 0 over pointers advanced by jend, so add + jnz close the loop */
-        const long jend = 32 * (j0 + flush < steps ? j0 + flush : steps);
-        long j = 32 * j0 - jend;
-        __asm__ volatile(
-            TSAR_ASM_ZERO_YMM0_7
-            ".p2align 4\n"
-            "1:\n\t"
-            "vmovdqu (%[w0],%[j]), %%ymm8\n\t"
-            "vmovdqu (%[w1],%[j]), %%ymm9\n\t"
-            "vmovdqu (%[w2],%[j]), %%ymm10\n\t"
-            "vmovdqu (%[w3],%[j]), %%ymm11\n\t"
-            "vmovdqa (%[x0],%[j]), %%ymm12\n\t"
-            "vmovdqa (%[x1],%[j]), %%ymm13\n\t"
-            "vpmaddubsw %%ymm8, %%ymm12, %%ymm14\n\t" "vpaddw %%ymm14, %%ymm0, %%ymm0\n\t"
-            "vpmaddubsw %%ymm8, %%ymm13, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm1, %%ymm1\n\t"
-            "vpmaddubsw %%ymm9, %%ymm12, %%ymm14\n\t" "vpaddw %%ymm14, %%ymm2, %%ymm2\n\t"
-            "vpmaddubsw %%ymm9, %%ymm13, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm3, %%ymm3\n\t"
-            "vpmaddubsw %%ymm10, %%ymm12, %%ymm14\n\t" "vpaddw %%ymm14, %%ymm4, %%ymm4\n\t"
-            "vpmaddubsw %%ymm10, %%ymm13, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm5, %%ymm5\n\t"
-            "vpmaddubsw %%ymm11, %%ymm12, %%ymm14\n\t" "vpaddw %%ymm14, %%ymm6, %%ymm6\n\t"
-            "vpmaddubsw %%ymm11, %%ymm13, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm7, %%ymm7\n\t"
-            "addq $32, %[j]\n\t"
-            "jnz 1b\n\t"
-            TSAR_ASM_WIDEN_YMM0_7
-            : [j] "+r"(j)
-            : [w0] "r"(w[0] + jend), [w1] "r"(w[1] + jend), [w2] "r"(w[2] + jend), [w3] "r"(w[3] + jend),
-              [x0] "r"(x0 + jend), [x1] "r"(x1 + jend), [acc] "r"(acc)
-            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-              "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
-    }
-}
-
 /* Horizontal sums of 8 int32 vectors: lane i of the result is the sum of v[i]'s lanes. */
 static inline __m256i hsum8_epi32(const __m256i v[8]) {
     const __m256i a = _mm256_hadd_epi32(v[0], v[1]), b = _mm256_hadd_epi32(v[2], v[3]);
@@ -102,22 +60,24 @@ static inline __m256i hsum8_epi32(const __m256i v[8]) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-/* GEMM (AVX2), 6 rows x 2 tokens per pass over K: as tile4x2_avx2 with one weight register
- * reused for each row in turn (ymm0-11 = int16 pair sums of row i, token u at 2 i + u;
- * ymm12-13 = offset activations; ymm14 = weights; ymm15 = products). Per 32 columns: 8 loads,
- * 12 vpmaddubsw, 12 vpaddw and the fused add + jnz, 33 macro-ops for 6 cycles of the two
- * multiply ports: the 6-wide dispatch keeps 3 slots of slack, where the 4 x 2 tile has none
- * (23 for 4 cycles). 'acc': 12 vectors of 8 int32 lanes, same order. */
+/* GEMM (AVX2), 6 rows x 2 tokens per pass over K: each loaded weight vector serves two tokens and
+ * each activation vector six rows; the six rows (15 KiB at K = 2560) stay in L1 while the token
+ * pairs stream from L2. The loop is in assembly, one weight register reused for each row in turn
+ * (ymm0-11 = int16 pair sums of row i, token u at 2 i + u; ymm12-13 = offset activations;
+ * ymm14 = weights; ymm15 = products). Per 32 columns: 8 loads, 12 vpmaddubsw, 12 vpaddw and the
+ * fused add + jnz, 33 macro-ops for the 6 cycles of the two multiply ports: the 6-wide dispatch
+ * keeps 3 slots of slack (a 4 x 2 tile, 23 macro-ops for 4 cycles, has none and measured 70 % of
+ * the int8 peak against 76 %). The int16 sums are widened into int32 'acc' (12 vectors of 8 lanes,
+ * same order) every 'flush' steps, as bk bounds them. */
 #define DENSE_ROW6(I, A, B)                                                                        \
     "vmovdqu (%[w" #I "],%[j]), %%ymm14\n\t"                                                       \
     "vpmaddubsw %%ymm14, %%ymm12, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm" #A ", %%ymm" #A "\n\t"     \
     "vpmaddubsw %%ymm14, %%ymm13, %%ymm15\n\t" "vpaddw %%ymm15, %%ymm" #B ", %%ymm" #B "\n\t"
-#define DENSE_WIDEN(R, OFF)                                                                        \
-    "vpmaddwd %%ymm15, %%ymm" #R ", %%ymm" #R "\n\t" "vpaddd " #OFF "(%[acc]), %%ymm" #R ", %%ymm" #R \
-    "\n\t" "vmovdqu %%ymm" #R ", " #OFF "(%[acc])\n\t"
+#define DENSE_WIDEN(R, OFF) TSAR_ASM_WIDEN_WITH(15, R, OFF)
 static void tile6x2_avx2(const uint8_t *const w[6], const uint8_t *x0, const uint8_t *x1, long steps,
                          long flush, __m256i acc[12]) {
     for (long j0 = 0; j0 < steps; j0 += flush) {
+        /* j runs from -bytes to 0 over pointers advanced by jend, so add + jnz close the loop */
         const long jend = 32 * (j0 + flush < steps ? j0 + flush : steps);
         long j = 32 * j0 - jend;
         __asm__ volatile(
@@ -147,39 +107,36 @@ static void tile6x2_avx2(const uint8_t *const w[6], const uint8_t *x0, const uin
 #undef DENSE_ROW6
 #undef DENSE_WIDEN
 
-/* One row block of R (6 or 4) rows x every token pair; an odd last token runs the GEMV loop. */
-static void rows_gemm_avx2(const tsar_acts *s, int32_t *out, int r, int R) {
+/* GEMM (AVX2): 6 x 2 tiles over every 6 rows and token pair; an odd last token and the last
+ * m mod 6 rows run the GEMV loop. */
+static void gemm_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     const tsar_weights *w = s->w;
     const size_t K = (size_t)w->k;
     const long steps = w->k / 32, flush = w->bk;
-    const uint8_t *wr[6] = {0};
-    for (int i = 0; i < R; i++) wr[i] = w->w + (size_t)(r + i) * K;
-    int t = 0;
-    for (; t + 2 <= s->n; t += 2) {
-        const uint8_t *x0 = s->prep + s->prep_stride * t, *x1 = x0 + s->prep_stride;
-        __m256i acc[16];  /* 2 R used; the rest stay zero for the second 8-way sum */
-        for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_si256();
-        if (R == 6) tile6x2_avx2(wr, x0, x1, steps, flush, acc);
-        else tile4x2_avx2(wr, x0, x1, steps, flush, acc);
-        int32_t sums[16];  /* sums[q]: the lanes of acc[q] added */
-        _mm256_storeu_si256((__m256i *)sums, hsum8_epi32(acc));
-        if (R > 4) _mm256_storeu_si256((__m256i *)(sums + 8), hsum8_epi32(acc + 8));
-        for (int i = 0; i < R; i++)
-            for (int u = 0; u < 2; u++)
-                out[(size_t)(t + u) * w->m + r + i] = sums[2 * i + u] - 128 * w->aux[r + i];
-    }
-    if (t < s->n) {
-        tsar_acts rest = *s;
-        rest.n = 1;
-        rest.prep = s->prep + s->prep_stride * t;
-        gemv_avx2(&rest, out + (size_t)t * w->m, r, r + R);
-    }
-}
-
-static void gemm_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     int r = m0;
-    for (; r + 6 <= m1; r += 6) rows_gemm_avx2(s, out, r, 6);
-    for (; r + 4 <= m1; r += 4) rows_gemm_avx2(s, out, r, 4);
+    for (; r + 6 <= m1; r += 6) {
+        const uint8_t *wr[6];
+        for (int i = 0; i < 6; i++) wr[i] = w->w + (size_t)(r + i) * K;
+        int t = 0;
+        for (; t + 2 <= s->n; t += 2) {
+            const uint8_t *x0 = s->prep + s->prep_stride * t, *x1 = x0 + s->prep_stride;
+            __m256i acc[16];  /* 12 used; the last 4 stay zero for the second 8-way sum */
+            for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_si256();
+            tile6x2_avx2(wr, x0, x1, steps, flush, acc);
+            int32_t sums[16];  /* sums[q]: the lanes of acc[q] added */
+            _mm256_storeu_si256((__m256i *)sums, hsum8_epi32(acc));
+            _mm256_storeu_si256((__m256i *)(sums + 8), hsum8_epi32(acc + 8));
+            for (int i = 0; i < 6; i++)
+                for (int u = 0; u < 2; u++)
+                    out[(size_t)(t + u) * w->m + r + i] = sums[2 * i + u] - 128 * w->aux[r + i];
+        }
+        if (t < s->n) {
+            tsar_acts rest = *s;
+            rest.n = 1;
+            rest.prep = s->prep + s->prep_stride * t;
+            gemv_avx2(&rest, out + (size_t)t * w->m, r, r + 6);
+        }
+    }
     if (r < m1) gemv_avx2(s, out, r, m1);
 }
 
