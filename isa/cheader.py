@@ -30,7 +30,7 @@ from pathlib import Path
 from .config import VECTOR_REGISTERS
 from .instructions import MEMORY_SIZE_NAMES, VEX_MAP, Field, InstructionSpec, Kind, OperandSpec, instructions
 from .operands import GPR64
-from .toolchain import cache_dir
+from .toolchain import cache_dir, write_atomic
 
 DEFAULT_VECTOR_BITS = 256
 """Vector width whose macros carry no width suffix (the AVX2 host's)."""
@@ -329,7 +329,5 @@ def header_dir() -> Path:
     header = path / "tsar.h"
     if not header.is_file() or header.read_text() != text:
         path.mkdir(parents=True, exist_ok=True)
-        tmp = header.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(header)
+        write_atomic(header, text)
     return path

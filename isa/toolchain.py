@@ -38,6 +38,20 @@ def cache_dir(sub: str) -> Path:
     return path
 
 
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` through a uniquely named temporary file in the same directory and
+    an atomic rename, so that concurrent writers of one cache entry (pool workers, threads of a
+    Dask worker) never see or rename each other's partial files."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def build_shared(sources: Sequence[Path], flags: Sequence[str], *, name: str,
                  include_dirs: Sequence[Path] = (), headers: Sequence[Path] = (),
                  compiler: str = "gcc", out_dir: Path | None = None) -> Path:

@@ -25,14 +25,13 @@ code.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tsar.isa.config import TsarConfig
 from tsar.isa.semantics import _tables, tlut_matrix
-from tsar.isa.toolchain import build_shared, cache_dir
+from tsar.isa.toolchain import build_shared, cache_dir, write_atomic
 
 from .compile import DEFAULT_FLAGS
 from .state import REGISTER_BYTES
@@ -384,7 +383,5 @@ def build_helpers(cfgs: Sequence[TsarConfig]) -> Path:
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     source = cache_dir("src") / f"tsar_native-{digest}.c"
     if not source.is_file() or source.read_text() != text:
-        tmp = source.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.replace(source)
+        write_atomic(source, text)
     return build_shared([source], FLAGS, name="tsar_native")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tsar.isa.toolchain import cache_dir
+from tsar.isa.toolchain import cache_dir, write_atomic
 from tsar.kernels.simbuild import build_sim_library
 from tsar.kernels.tsar_plan import KERNEL_PREFIX
 from tsar.sim import Stats
@@ -115,8 +115,5 @@ def simulated_counts(kernel: str, M: int, K: int, *, tokens: int = 1, use_cache:
             pass  # a damaged or outdated entry: simulate again
     result = _simulate(kernel, M, K, tokens)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("wb") as f:
-        pickle.dump(result, f)
-    tmp.replace(path)
+    write_atomic(path, pickle.dumps(result))
     return result

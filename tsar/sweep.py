@@ -36,7 +36,7 @@ from tsar import __version__
 from tsar.errors import UserError
 from tsar.isa.config import TsarConfig, get_config
 from tsar.isa.isafile import load_isa_file, register_definitions
-from tsar.isa.toolchain import cache_dir
+from tsar.isa.toolchain import cache_dir, write_atomic
 from tsar.kernels.tsar_plan import FLOWS, kernel_name, unsupported_reason
 
 try:
@@ -195,9 +195,7 @@ def _cached(job: Job) -> list[dict] | None:
 
 def _store(job: Job, rows: list[dict]) -> None:
     path = cache_dir("sweep") / f"{job_key(job)}.json"
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(rows))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(rows))
 
 
 def make_executor(dask: str | None, workers: int | None) -> tuple[cf.Executor, Callable[[], None]]:
