@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from keystone import KS_ARCH_X86, KS_MODE_64, Ks, KsError
+from keystone import KS_ARCH_X86, KS_MODE_64, KS_OPT_SYNTAX_INTEL, Ks, KsError
 
 from . import codec, syntax
 from .instructions import mnemonics
@@ -29,6 +29,10 @@ _BRACKET_RE = re.compile(r"\[([^\]]*)\]")
 _LINE_MARK = "__tsar_line_{}"
 _END_MARK = "__tsar_end"
 _TSAR_FAMILY_RE = re.compile(r"^(tlut|tgemv)\d+x\d+$")
+_INT_LITERAL_RE = re.compile(
+    r"(?<![\w.$@?])(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[bB](?P<bin>[01]+)|(?P<hsuf>[0-9][0-9a-fA-F]*)[hH]"
+    r"|(?P<dec>[0-9]+))(?![\w.$@?])")
+_QUOTED_RE = re.compile(r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')")
 
 # Words that may appear in an operand without being a label (for "undefined label" messages).
 _NOT_LABELS = frozenset(
@@ -297,6 +301,26 @@ def _symbols(inst: codec.TsarInstruction) -> Iterable[str]:
 
 # --- keystone ------------------------------------------------------------------------------------
 
+def _radix_free(body: str) -> str:
+    """``body`` with every integer literal (decimal, ``0x``, ``0b``, ``...h``) written as ``0x`` hex.
+
+    keystone 0.9.2 leaves its lexer's default radix uninitialised unless an option is set, so a bare
+    ``224`` assembles as 224 or as 0x224 depending on heap contents (keystone-engine/keystone #528);
+    :func:`_run_keystone` sets the syntax option (which fixes the radix at 16) and hands it only
+    prefixed literals, which mean the same in every radix. Quoted strings are left alone."""
+    def literal(m: re.Match[str]) -> str:
+        if m["hex"] is not None:
+            return m.group(0)
+        if m["bin"] is not None:
+            return hex(int(m["bin"], 2))
+        if m["hsuf"] is not None:
+            return hex(int(m["hsuf"], 16))
+        return hex(int(m["dec"], 10))
+
+    parts = _QUOTED_RE.split(body)
+    return "".join(part if i % 2 else _INT_LITERAL_RE.sub(literal, part) for i, part in enumerate(parts))
+
+
 def _keystone_source(statements: list[_Statement], tsar_bytes) -> str:
     lines = []
     for i, st in enumerate(statements):
@@ -305,7 +329,7 @@ def _keystone_source(statements: list[_Statement], tsar_bytes) -> str:
         if st.tsar is not None:
             lines.append(".byte " + ", ".join(f"{b:#04x}" for b in tsar_bytes(st)))
         elif st.body:
-            lines.append(st.body)
+            lines.append(_radix_free(st.body))
     lines.append(f"{_END_MARK}:")
     marks = [_LINE_MARK.format(i) for i in range(len(statements))] + [_END_MARK]
     names = marks + [name for st in statements for name in st.labels]
@@ -319,10 +343,25 @@ def _addresses(table: bytes, n_lines: int, labels: list[str]) -> list[int]:
     return [int.from_bytes(raw[8 * i: 8 * i + 8], "little") for i in range(count)]
 
 
+def _keystone() -> Ks:
+    """A keystone engine for x86-64 Intel syntax with a defined radix (16; see :func:`_radix_free`)."""
+    ks = Ks(KS_ARCH_X86, KS_MODE_64)
+    ks.syntax = KS_OPT_SYNTAX_INTEL
+    return ks
+
+
+def keystone_code(text: str, base: int = 0) -> bytes:
+    """Machine code of plain x86-64 Intel-syntax ``text`` (no T-SAR statements, no diagnostics)
+    at address ``base``, through keystone with a defined radix: for code that the project itself
+    generates (stubs, probes). Raises :class:`keystone.KsError` on bad text."""
+    encoding, _ = _keystone().asm(_radix_free(text), base)
+    return bytes(encoding or b"")
+
+
 def _run_keystone(text: str, base: int, statements: list[_Statement], filename: str,
                   labels: dict[str, _Statement]) -> bytes:
     try:
-        encoding, _ = Ks(KS_ARCH_X86, KS_MODE_64).asm(text, base)
+        encoding, _ = _keystone().asm(text, base)
     except KsError as exc:
         raise _locate_keystone_error(exc, statements, filename, labels) from None
     return bytes(encoding or b"")
@@ -335,11 +374,11 @@ def _locate_keystone_error(exc: KsError, statements: list[_Statement], filename:
         defined = {name for st in statements[:n] for name in st.labels}
         text = "\n".join(
             [f"{name}:" for st in statements[:n] for name in st.labels] +
-            [st.body for st in statements[:n] if st.body and st.tsar is None] +
+            [_radix_free(st.body) for st in statements[:n] if st.body and st.tsar is None] +
             ["nop"] + [f"{name}:" for name in labels if name not in defined]
         )
         try:
-            Ks(KS_ARCH_X86, KS_MODE_64).asm(text, 0)
+            _keystone().asm(text, 0)
         except KsError as err:
             return err
         return None

@@ -24,7 +24,8 @@ import multiprocessing as mp
 from collections.abc import Sequence
 
 import numpy as np
-from keystone import KS_ARCH_X86, KS_MODE_64, Ks
+
+from tsar.isa.assembler import keystone_code
 
 GPRS = ("rax", "rcx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 """GPRs loaded from / stored to each record (``rdx`` is the memory pointer; r12-r15 belong to
@@ -60,8 +61,7 @@ def harness(insn: bytes) -> bytes:
         "done:", "vzeroupper", "ldmxcsr dword ptr [rsp]", "add rsp, 8",
         "pop r15", "pop r14", "pop r13", "pop r12", "pop rbp", "pop rbx", "ret",
     ])
-    code, _ = Ks(KS_ARCH_X86, KS_MODE_64).asm(text, 0)
-    return bytes(code)
+    return keystone_code(text, 0)
 
 
 def _execute(code: bytes, records: np.ndarray) -> np.ndarray:

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from keystone import KS_ARCH_X86, KS_MODE_64, Ks
-
 from tsar.isa import codec
+from tsar.isa.assembler import keystone_code
 from tsar.isa.instructions import Field, Kind
 from tsar.isa.operands import Memory, Register
 
@@ -93,16 +92,9 @@ def stub_text(site: Site, helper: int, image: int, counter: int, current: int) -
     return "\n".join(lines)
 
 
-_KS: Ks | None = None
-
-
 def assemble_stub(site: Site, at: int, helper: int, image: int, counter: int, current: int) -> bytes:
     """Machine code of the stub for ``site``, placed at address ``at``."""
-    global _KS
-    if _KS is None:
-        _KS = Ks(KS_ARCH_X86, KS_MODE_64)
-    code, _ = _KS.asm(stub_text(site, helper, image, counter, current), at)
-    return bytes(code)
+    return keystone_code(stub_text(site, helper, image, counter, current), at)
 
 
 def patch(site: Site, stub: int) -> bytes:

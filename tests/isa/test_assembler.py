@@ -4,7 +4,7 @@ import iced_x86
 import pytest
 
 from tsar.isa import AssemblyError, Memory, Register, assemble, decode, encode, make
-from tsar.isa.assembler import strip_comment
+from tsar.isa.assembler import _radix_free, keystone_code, strip_comment
 from tsar.isa.disassembler import disassemble, intel_formatter
 from tsar.paths import kernel_source
 
@@ -187,3 +187,20 @@ def test_high_byte_registers_without_rex_assemble(line: str) -> None:
 def decode_text(code: bytes) -> str:
     dec = iced_x86.Decoder(64, code)
     return intel_formatter().format(dec.decode())
+
+
+@pytest.mark.parametrize("literal, value", [("224", 224), ("0xe0", 224), ("0E0h", 224), ("0b11100000", 224),
+                                            ("1024", 1024)])
+def test_integer_literals_mean_the_same_in_any_radix(literal: str, value: int) -> None:
+    """keystone's default radix is uninitialised (it can read ``224`` as 0x224); every literal is
+    handed to it prefixed, so each spelling gives its own value, deterministically."""
+    program = assemble(f"vmovdqu ymm7, ymmword ptr [rdi + {literal}]\nmov eax, {literal}\nret\n")
+    assert program.code[:4] == bytes.fromhex("c5fe6fbf")  # vmovdqu ymm7, [rdi + disp32]
+    assert int.from_bytes(program.code[4:8], "little") == value
+    assert program.code[8:13] == b"\xb8" + value.to_bytes(4, "little")
+    assert keystone_code(f"mov eax, {literal}") == b"\xb8" + value.to_bytes(4, "little")
+
+
+def test_quoted_text_keeps_its_digits() -> None:
+    assert _radix_free('.ascii "224 0E0h"') == '.ascii "224 0E0h"'
+    assert _radix_free("lea rax, [rcx + rdx*8 - 16]") == "lea rax, [rcx + rdx*0x8 - 0x10]"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from keystone import KS_ARCH_X86, KS_MODE_64, Ks
 from sim_inputs import make_records
 
+from tsar.isa.assembler import keystone_code
 from tsar.sim import run_native, simulate_records
 from tsar.sim.blocks import compile_one
 from tsar.sim.memory import GuestMemory
@@ -71,7 +71,7 @@ for cc in ("e", "ne", "b", "ae", "be", "a", "l", "ge", "le", "g", "s", "ns", "o"
 
 
 def _assemble(text: str) -> bytes:
-    return bytes(Ks(KS_ARCH_X86, KS_MODE_64).asm(text, 0)[0])
+    return keystone_code(text, 0)
 
 
 def test_forms_execute_in_python():

@@ -11,10 +11,10 @@ import zlib
 
 import numpy as np
 import pytest
-from keystone import KS_ARCH_X86, KS_MODE_64, Ks
 from sim_forms import forms
 from sim_inputs import make_records
 
+from tsar.isa.assembler import keystone_code
 from tsar.sim import run_native, simulate_records, supported_mnemonics
 from tsar.sim.native import FLAGS_MASK, FLAGS_OUT
 
@@ -24,7 +24,7 @@ SLOW_CASES = 2000
 
 
 def _assemble(text: str) -> bytes:
-    return bytes(Ks(KS_ARCH_X86, KS_MODE_64).asm(text, 0)[0])
+    return keystone_code(text, 0)
 
 
 def _compare(text: str, native: np.ndarray, sim: np.ndarray) -> None:
