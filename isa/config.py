@@ -16,10 +16,14 @@ the configuration (``word_index``, ``code_field``, ``acc_bits``, ...) instead of
   tables each stores, :meth:`TsarConfig.tgemv_terms` the lookups TGEMV makes per code);
 * ``lut_bits``: width of one LUT entry; ``acc_bits``: width of one TGEMV accumulator lane
   (``m = vector_bits / acc_bits``; 32: int32 lanes that never need widening);
-* ``weight_code``: ``"split"`` = the paper's ``idxD | idxS << c`` codes of ``2c`` bits.
+* ``weight_code``: ``"split"`` = the paper's ``idxD | idxS << c`` codes of ``2c`` bits;
+  ``"trits"`` = the block's ``c`` weights as one base-3 number ``sum_i (w_i + 1) * 3^i`` in
+  ``ceil(c * log2 3)`` bits (c = 3: 5 bits, 1.67 bits per weight), decoded by TGEMV into the same
+  ``(idxD, idxS)`` (:meth:`TsarConfig.code_indices`).
 
 A configuration whose axes differ from the paper's carries a mnemonic suffix
-(:attr:`TsarConfig.variant_suffix`: ``c`` compact LUT, ``d`` int32 accumulators), so that its
+(:attr:`TsarConfig.variant_suffix`: ``c`` compact LUT, ``d`` int32 accumulators, ``t`` trit
+codes), so that its
 instructions never share a mnemonic with the paper's (``tlut2x4c`` / ``tgemv8x16c``).
 """
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import cached_property
+from typing import Any
 
 VECTOR_REGISTERS = 16
 """Vector registers a VEX encoding addresses (xmm/ymm 0..15)."""
@@ -44,10 +49,15 @@ TGEMV_TERMS: dict[str, tuple[tuple[str, str, int], ...]] = {
 The code's contribution is ``sum coefficient * table[index]``: ``D[idxD] - S[idxS]`` in full, and
 ``2*S[idxD] - S[2^c-1] - S[idxS]`` in compact (``D[p] = 2*S[p] - S[2^c-1]``)."""
 
-VARIANT_TAGS: dict[tuple[str, object], str] = {("lut_layout", "compact"): "c", ("acc_bits", 32): "d"}
+VARIANT_TAGS: dict[tuple[str, object], str] = {("lut_layout", "compact"): "c", ("acc_bits", 32): "d",
+                                               ("weight_code", "trits"): "t"}
 """Mnemonic suffix letter of each non-default variant-axis value (:attr:`TsarConfig.variant_suffix`)."""
 
-WEIGHT_CODES: dict[str, str] = {"split": "idxD | idxS << c (2c bits per block)"}
+WEIGHT_CODES: dict[str, str] = {
+    "split": "idxD | idxS << c (2c bits per block)",
+    "trits": "sum_i (w_i + 1) * 3^i (ceil(c log2 3) bits per block; codes >= 3^c are reserved and "
+             "decode as c zero weights)",
+}
 """Weight-code formats of the TGEMV operand."""
 
 LUT_BITS = (16,)
@@ -210,21 +220,72 @@ class TsarConfig:
     # --- weight codes ----------------------------------------------------------------------------
     @property
     def code_bits(self) -> int:
-        """Bits of one block's weight code: ``idxD`` (c bits) then ``idxS`` (c bits)."""
+        """Bits of one block's weight code: split, ``idxD`` (c bits) then ``idxS`` (c bits); trits,
+        the ``3^c`` values of one base-3 number (``ceil(c * log2 3)``: c = 3: 5, c = 5: 8)."""
+        if self.weight_code == "trits":
+            return (self.code_values - 1).bit_length()
         return 2 * self.c
+
+    @property
+    def code_values(self) -> int:
+        """Codes the packer produces per block (split: ``2^(2c)``, of which ``3^c`` are ternary;
+        trits: ``3^c``; codes from ``3^c`` to ``2^code_bits - 1`` are reserved)."""
+        return 3 ** self.c if self.weight_code == "trits" else 1 << 2 * self.c
 
     def code_field(self, output: int, block: int) -> tuple[int, int]:
         """``(bit offset, bits)`` of the code of (``output``, ``block``) in the weight operand:
         output ``j``'s codes at ``[j*s*code_bits, (j+1)*s*code_bits)``, block ``b`` at ``b*code_bits``."""
         return output * self.output_code_bits + block * self.code_bits, self.code_bits
 
-    def code_indices(self, code: int) -> tuple[int, int]:
-        """``(idxD, idxS)`` of one weight code (split code: ``idxD | idxS << c``)."""
-        return code & (self.patterns - 1), (code >> self.c) & (self.patterns - 1)
+    @cached_property
+    def code_table(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(idxD, idxS)`` of every code value ``0 .. 2^code_bits - 1``: the decoder as a table.
+
+        Trits: digit ``d_i = (code // 3^i) % 3`` is weight ``w_i = d_i - 1``; ``idxD`` bit ``i`` is
+        ``w_i != -1``, ``idxS`` bit ``i`` is ``w_i == 0`` (the split code's bits for the same
+        weights). Reserved codes (``>= 3^c``) decode as ``c`` zero weights (both indices all ones),
+        which contribute exactly 0 in every layout."""
+        ones = self.patterns - 1
+        if self.weight_code == "split":
+            codes = range(1 << self.code_bits)
+            return tuple(v & ones for v in codes), tuple(v >> self.c & ones for v in codes)
+        dense, sparse = [], []
+        for code in range(1 << self.code_bits):
+            d = s = ones
+            if code < self.code_values:
+                digits = [code // 3 ** i % 3 for i in range(self.c)]
+                d = sum((digit != 0) << i for i, digit in enumerate(digits))
+                s = sum((digit == 1) << i for i, digit in enumerate(digits))
+            dense.append(d)
+            sparse.append(s)
+        return tuple(dense), tuple(sparse)
+
+    def code_indices(self, code: Any) -> tuple[Any, Any]:
+        """``(idxD, idxS)`` of one weight code, or elementwise of an integer array of codes.
+
+        Split: the bit fields ``idxD | idxS << c`` (also of hardware values: the RTL's operand
+        paths); trits: :attr:`code_table` (an int, or a numpy integer array)."""
+        if self.weight_code == "split":
+            return code & (self.patterns - 1), (code >> self.c) & (self.patterns - 1)
+        if isinstance(code, int):
+            dense, sparse = self.code_table
+            return dense[code], sparse[code]
+        import numpy as np
+
+        dense, sparse = (np.asarray(t, np.intp) for t in self.code_table)
+        code = np.asarray(code)
+        return dense[code], sparse[code]
 
     def make_code(self, idx_d: int, idx_s: int) -> int:
-        """The weight code of ``(idxD, idxS)``; inverse of :meth:`code_indices`."""
-        return idx_d | idx_s << self.c
+        """The weight code of ``(idxD, idxS)``; inverse of :meth:`code_indices`. Trits encode the
+        ternary pairs only (``idxS`` a subset of ``idxD``): anything else is a ValueError."""
+        if self.weight_code == "split":
+            return idx_d | idx_s << self.c
+        if idx_s & ~idx_d or not 0 <= idx_d < self.patterns:
+            raise ValueError(f"{self.name}: (idxD={idx_d}, idxS={idx_s}) is not a ternary block "
+                             "(a sparse bit without its dense bit): no trit code")
+        return sum((2 if idx_d >> i & 1 and not idx_s >> i & 1 else idx_s >> i & 1) * 3 ** i
+                   for i in range(self.c))
 
     def tgemv_terms(self) -> tuple[tuple[str, str, int], ...]:
         """The lookups TGEMV makes per weight code (:data:`TGEMV_TERMS` of the LUT layout)."""
@@ -239,12 +300,12 @@ class TsarConfig:
 
     @property
     def output_code_bits(self) -> int:
-        """Bits of weight codes per output lane (``s * 2c``)."""
+        """Bits of weight codes per output lane (``s * code_bits``)."""
         return self.s * self.code_bits
 
     @property
     def weight_bits(self) -> int:
-        """Bits of one TGEMV weight operand (``m * s * 2c``)."""
+        """Bits of one TGEMV weight operand (``m * s * code_bits``)."""
         return self.m * self.output_code_bits
 
     @property

@@ -98,8 +98,12 @@ def _config_section(cfg: TsarConfig) -> list[str]:
     for j in (0, 1, cfg.m - 1):
         for b in range(cfg.s):
             lo = j * cfg.output_code_bits + b * cfg.code_bits
-            out.append(f"bits {lo:3d}..{lo + cfg.code_bits - 1:3d}: output {j:2d} block {b}: "
-                       f"idxD = bits {lo}..{lo + cfg.c - 1}, idxS = bits {lo + cfg.c}..{lo + 2 * cfg.c - 1}")
+            if cfg.weight_code == "trits":
+                fields = (f"trit code sum_i (w_i + 1) * 3^i, i < {cfg.c} "
+                          f"(codes {cfg.code_values}..{(1 << cfg.code_bits) - 1} reserved: zero weights)")
+            else:
+                fields = f"idxD = bits {lo}..{lo + cfg.c - 1}, idxS = bits {lo + cfg.c}..{lo + 2 * cfg.c - 1}"
+            out.append(f"bits {lo:3d}..{lo + cfg.code_bits - 1:3d}: output {j:2d} block {b}: {fields}")
         if j == 1 and cfg.m > 3:
             out.append("...")
     out += ["```", ""]
@@ -157,6 +161,10 @@ def markdown() -> str:
         "TGEMV{k}x{m} acc, group, weights  ; weights: m*s codes of 2c bits, code = idxD | idxS << c",
         "  for j in 0..m:",
         "    acc[j] = wrap16(acc[j] + sum_b (D_b[idxD(j,b)] - S_b[idxS(j,b)]))",
+        "",
+        "trit codes (weight_code = trits, suffix t): code = sum_i (w_i + 1) * 3^i in ceil(c log2 3) bits,",
+        "  decoded in TGEMV: idxD bit i = (digit_i != 0), idxS bit i = (digit_i == 1);",
+        "  codes >= 3^c are reserved and decode as zero weights (idxD = idxS = 2^c - 1)",
         "```",
         "",
         f"One TGEMV adds at most `k * {ACTIVATION_ABS_MAX}` in magnitude for BitNet's symmetric "

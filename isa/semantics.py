@@ -12,8 +12,11 @@ Layouts (little-endian throughout):
   ``S_b[p] = sum_i bit_i(p) * a_i`` (bit 0 of ``p`` belongs to the block's first activation);
   the compact layout stores ``S_b`` only (``s * 2^c`` words), and TGEMV uses
   ``D_b[p] = 2*S_b[p] - S_b[2^c-1]``;
-* weight operand: ``m * s`` codes of ``2c`` bits; output ``j``'s codes at bits
-  ``[j*s*2c, (j+1)*s*2c)``, block ``b`` at offset ``b*2c``, ``code = idxD | idxS << c``.
+* weight operand: ``m * s`` codes of ``code_bits`` bits; output ``j``'s codes at bits
+  ``[j*s*code_bits, (j+1)*s*code_bits)``, block ``b`` at offset ``b*code_bits``; split codes
+  ``code = idxD | idxS << c`` (``2c`` bits), trit codes ``code = sum_i (w_i + 1) * 3^i``
+  (``ceil(c log2 3)`` bits) that TGEMV decodes into the same ``(idxD, idxS)``
+  (:meth:`~tsar.isa.config.TsarConfig.code_indices`).
 """
 
 from __future__ import annotations
@@ -205,13 +208,18 @@ def _check_ternary(w: np.ndarray) -> None:
 
 
 def encode_codes(cfg: TsarConfig, weights: np.ndarray) -> np.ndarray:
-    """Ternary weights ``(..., s, c)`` in {-1, 0, +1} -> uint8 codes ``(..., s)``
-    (``idxD | idxS << c``: dense bit set where ``w != -1``, sparse bit set where ``w == 0``)."""
+    """Ternary weights ``(..., s, c)`` in {-1, 0, +1} -> uint8 codes ``(..., s)``.
+
+    Split: ``idxD | idxS << c`` (dense bit set where ``w != -1``, sparse bit set where ``w == 0``);
+    trits: ``sum_i (w_i + 1) * 3^i``."""
     w = np.asarray(weights)
     _check_ternary(w)
     codes = np.zeros(w.shape[:-1], np.uint8)
     for i in range(cfg.c):
         wi = w[..., i]
+        if cfg.weight_code == "trits":
+            codes += (wi + 1).astype(np.uint8) * np.uint8(3 ** i)
+            continue
         codes |= (wi != -1).view(np.uint8) << i
         codes |= (wi == 0).view(np.uint8) << (cfg.c + i)
     return codes
@@ -238,15 +246,16 @@ def pack_tile(cfg: TsarConfig, tile: np.ndarray) -> np.ndarray:
 def unpack_tile(cfg: TsarConfig, operand: np.ndarray) -> np.ndarray:
     """Inverse of :func:`pack_tile`: weight operands -> ternary ``(..., m, k)`` int8 tile.
 
-    The code ``idxD | idxS << c`` with both bits set for a weight means 0; ``idxS`` set with
-    ``idxD`` clear never comes out of the packer and decodes as ``-1 - 1 = -2`` (not ternary),
-    which :func:`tgemv` nonetheless executes faithfully.
+    Each code decodes through :meth:`~tsar.isa.config.TsarConfig.code_indices`: weight ``i`` is
+    ``(2 * dense bit - 1) - sparse bit``. A split code with ``idxS`` set and ``idxD`` clear never
+    comes out of the packer and decodes as ``-1 - 1 = -2`` (not ternary), which :func:`tgemv`
+    nonetheless executes faithfully; reserved trit codes decode as zero weights.
     """
-    codes = weight_codes(cfg, operand)  # (..., m, s)
+    idx_d, idx_s = cfg.code_indices(weight_codes(cfg, operand))  # (..., m, s) each
     i = np.arange(cfg.c)
-    dense = 2 * ((codes[..., None] >> i) & 1) - 1
-    sparse = (codes[..., None] >> (i + cfg.c)) & 1
-    w = (dense - sparse).reshape(*codes.shape[:-2], cfg.m, cfg.k)
+    dense = 2 * ((idx_d[..., None] >> i) & 1) - 1
+    sparse = (idx_s[..., None] >> i) & 1
+    w = (dense - sparse).reshape(*idx_d.shape[:-2], cfg.m, cfg.k)
     return w.astype(np.int8)
 
 

@@ -18,8 +18,9 @@ TLUT: the activations, biased to unsigned (``a + 128``), are shuffled into byte 
 bias ``128 * sum(coefficients)`` is subtracted per word. TGEMV (codes of 8, 16 or 32 bits per
 output, i.e. ``c`` in 1, 2, 4): one int16 lane per output; each (block, table) field becomes a
 ``vpshufb`` index into the table's 16-byte window of the LUT group, and the picked words are added
-(D) or subtracted (S) with int16 wrap-around. Other layouts (e.g. ``c = 3``) use unrolled scalar
-code.
+(D) or subtracted (S) with int16 wrap-around. Other layouts (e.g. ``c = 3``) and trit codes use
+unrolled scalar code; trit codes are decoded there through two byte tables of every code value
+(``dec_d`` / ``dec_s``, :attr:`~tsar.isa.config.TsarConfig.code_table`), the datapath's decoder.
 """
 
 from __future__ import annotations
@@ -215,7 +216,8 @@ def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
 def _tgemv_fast(cfg: TsarConfig) -> bool:
     """Whether TGEMV uses the vector path: int16 accumulators (one LUT lane per output) and each
     output's codes fill an 8-, 16- or 32-bit field."""
-    return cfg.output_code_bits in (8, 16, 32) and cfg.acc_bits == cfg.lut_bits
+    return cfg.output_code_bits in (8, 16, 32) and cfg.acc_bits == cfg.lut_bits and \
+        cfg.weight_code == "split"
 
 
 def _table_windows(cfg: TsarConfig, block: int, table: str) -> tuple[list[int], int]:
@@ -320,9 +322,17 @@ def _tgemv_scalar_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
     def byte(n: int) -> str:
         return f"(uint32_t)w{n // rb}[{n % rb}]"
 
+    if cfg.weight_code == "split":  # the code's bit fields
+        fields = {"idxD": "({code} & {pm})", "idxS": "({code} >> {c})"}
+    else:  # the decoder as a table of every code value (cfg.code_table)
+        dense, sparse = cfg.code_table
+        lines.insert(0, f"    static const uint8_t dec_d[{len(dense)}] = {_init(dense)};")
+        lines.insert(1, f"    static const uint8_t dec_s[{len(sparse)}] = {_init(sparse)};")
+        fields = {"idxD": "dec_d[{code}]", "idxS": "dec_s[{code}]"}
+
     def word(table: str, block: int, index: str, code: str) -> str:
         base = cfg.word_index(block, table, 0)
-        pattern = {"idxD": f"({code} & {pm})", "idxS": f"({code} >> {cfg.c})", "all": str(pm)}[index]
+        pattern = str(pm) if index == "all" else fields[index].format(code=code, pm=pm, c=cfg.c)
         return f"({acc_t})(int16_t)g[{base} + {pattern}]"  # sign-extended to the lane width
 
     width, pm = cfg.code_bits, cfg.patterns - 1

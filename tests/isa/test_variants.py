@@ -1,6 +1,7 @@
-"""ISA variants as data: the compact LUT, int32 accumulators and the 128-bit configuration through
-the golden semantics (against the plain ternary product), the generated kernels in both engines
-(against the numpy reference), and ``--isa FILE`` TOML declarations with one-line errors."""
+"""ISA variants as data: the compact LUT, int32 accumulators, trit weight codes and the 128-bit
+configuration through the golden semantics (against the plain ternary product), the generated
+kernels in both engines (against the numpy reference), and ``--isa FILE`` TOML declarations with
+one-line errors."""
 
 from __future__ import annotations
 
@@ -35,9 +36,13 @@ def test_shipped_variants_and_their_derived_shapes(variants):
     assert (compact4.group_regs, compact4.tlut_uops) == (4, 4)
     assert compact.tgemv_terms() == (("S", "idxD", 2), ("S", "all", -1), ("S", "idxS", -1))
     assert load_isa_file(VARIANTS_TOML)[0] is get_config("c2s4-i32")  # loading twice is a no-op
+    trits = variants["c3s2-trits"]
+    assert (trits.code_bits, trits.weight_bytes, trits.weight_regs, trits.group_regs) == (5, 20, 1, 2)
+    assert trits.bits_per_weight == pytest.approx(5 / 3)
+    assert (trits.tlut_mnemonic, trits.tgemv_mnemonic) == ("tlut3x2t", "tgemv6x16t")
 
 
-@pytest.mark.parametrize("name", ["c2s4-i32", "c2s4-compact", "c4s4-compact", "c2s4-128"])
+@pytest.mark.parametrize("name", ["c2s4-i32", "c2s4-compact", "c4s4-compact", "c2s4-128", "c3s2-trits"])
 def test_semantics_equal_the_ternary_product(variants, name):
     cfg = get_config(name)
     rng = np.random.default_rng(cfg.slot)
@@ -63,16 +68,17 @@ def test_assembler_round_trip(variants):
     assert str(first).startswith("tlut2x4c ymm3") and second.mnemonic == "tgemv8x8d"
 
 
-@pytest.mark.parametrize("name", ["c2s4-i32", "c2s4-compact", "c4s4-compact", "c2s4-128"])
+@pytest.mark.parametrize("name", ["c2s4-i32", "c2s4-compact", "c4s4-compact", "c2s4-128", "c3s2-trits"])
 @pytest.mark.parametrize("flow", ["op", "ap-min", "ap-max", "op-tokens", "ap-tokens"])
 def test_generated_kernels_bit_exact(variants, name, flow):
     """Both engines against the numpy reference: several OP passes (13 tiles of 16 / 26 of 8),
-    K crossing the int16 widening windows, and the adversarial all-+1 case at the int8 extremes."""
+    K crossing the int16 widening windows (1032 = 172 chunks of 6 where k does not divide 1024),
+    and the adversarial all-+1 case at the int8 extremes."""
     from tsar.kernel_sim import plan_for, simulate
     from tsar.sim import Machine
 
     rng = np.random.default_rng(7)
-    M, K = 208, 1024
+    M, K = 208, (1024 if 1024 % get_config(name).k == 0 else 1032)
     plan = plan_for(f"tsar-{name}-{flow}", M, K)
     x = rng.standard_normal((3, K)).astype(np.float32)
     w = rng.integers(-1, 2, (M, K)).astype(np.int8)
