@@ -1,8 +1,8 @@
 """The generated C helpers of :mod:`tsar.sim.tsar_native` against the Python engine
 (:func:`tsar.sim.tsar_exec.compile_tsar`): whole 512-byte register images after random TLUTs and
 TGEMVs of every registered configuration and of variants registered here (c = 1..4, 128 and 256
-bits, every weight-code layout: vector and scalar TGEMV paths), register and memory operands,
-aliasing operands, int8 / int16 extremes; exact-size memory reads; symbol names."""
+bits, every weight-code layout, split and trit codes: vector and scalar TGEMV paths), register and
+memory operands, aliasing operands, int8 / int16 extremes; exact-size memory reads; symbol names."""
 
 from __future__ import annotations
 
@@ -44,15 +44,26 @@ VARIANTS = [  # (name, c, s, vector_bits): every TGEMV layout and both widths; n
     ("c4s4cd", 4, 4, 256, {"lut_layout": "compact", "acc_bits": 32}),
     ("c2s4d-128", 2, 4, 128, {"acc_bits": 32}),
 ]
+TRITS = {"weight_code": "trits"}
+CODE_VARIANTS = [  # trit codes (decoder tables in the scalar TGEMV), registered in a second round:
+    # the 16 encoding slots do not hold both lists
+    ("c3s2t", 3, 2, 256, TRITS),  # 5-bit codes straddling bytes, 20-byte weight operands
+    ("c3s2t-128", 3, 2, 128, TRITS),  # 10-byte operands on xmm
+    ("c2s4t", 2, 4, 256, TRITS),  # 4-bit codes, 16 bits per output (the split code's vector layout)
+    ("c4s1t", 4, 1, 256, TRITS),  # 7-bit codes, 81 of 128 values ternary
+    ("c1s16t", 1, 16, 256, TRITS),  # 2-bit codes, two-register weights
+    ("c3s2tc", 3, 2, 256, {**TRITS, "lut_layout": "compact"}),
+    ("c3s2td", 3, 2, 256, {**TRITS, "acc_bits": 32}),
+]
 CASES = 600  # per configuration and instruction kind
 
 
-@pytest.fixture(scope="module")
-def variants() -> Iterator[list[TsarConfig]]:
+@pytest.fixture(scope="module", params=["layouts", "codes"])
+def variants(request: pytest.FixtureRequest) -> Iterator[list[TsarConfig]]:
     free = iter(s for s in range(16) if s not in {cfg.slot for cfg in configs()})
     added: list[TsarConfig] = []
     try:
-        for name, c, s, v, *axes in VARIANTS:
+        for name, c, s, v, *axes in (VARIANTS if request.param == "layouts" else CODE_VARIANTS):
             added.append(register_config(TsarConfig(name, c=c, s=s, vector_bits=v, slot=next(free),
                                                     **(axes[0] if axes else {}))))
         yield added
@@ -63,7 +74,8 @@ def variants() -> Iterator[list[TsarConfig]]:
 
 @pytest.fixture(scope="module")
 def all_configs(variants: list[TsarConfig]) -> list[TsarConfig]:
-    return list(configs())
+    """The first round: every registered configuration; the second: the trit-code variants."""
+    return list(configs()) if variants[0].name == VARIANTS[0][0] else variants
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +167,8 @@ def _instruction(cfg: TsarConfig, kind: str, dst: int, lut: int, src: int) -> co
 
 
 def test_every_configuration_bit_exact(lib: ctypes.CDLL, all_configs: list[TsarConfig]) -> None:
-    assert {v[0] for v in VARIANTS} <= {cfg.name for cfg in all_configs}
+    assert {v[0] for v in VARIANTS} <= {cfg.name for cfg in all_configs} or \
+        {v[0] for v in CODE_VARIANTS} == {cfg.name for cfg in all_configs}
     python = _Python()
     for cfg in all_configs:
         tlut, tgemv = _functions(lib, cfg)
@@ -252,3 +265,8 @@ def test_names_are_c_identifiers_and_injective() -> None:
 def test_int32_accumulators_take_the_scalar_path() -> None:
     text = helper_source(TsarConfig("c2s4-acc32", c=2, s=4, acc_bits=32))
     assert "tgemv=scalar" in text and "uint32_t r7" in text
+
+
+def test_trit_codes_decode_through_tables() -> None:
+    text = helper_source(TsarConfig("c3s2-trits", c=3, s=2, weight_code="trits"))
+    assert "tgemv=scalar" in text and "dec_d[32]" in text and "dec_s[32]" in text
