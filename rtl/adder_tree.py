@@ -1,13 +1,13 @@
 """The adder trees of the dot-product path (a VPDPWSSD-like reduction with accumulator), of fan-in
 :data:`~tsar.isa.config.ADDER_TREE_FAN_IN`."""
 
-from amaranth.hdl import Module, Value, signed
+from amaranth.hdl import Cat, Module, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from tsar.isa.config import ADDER_TREE_FAN_IN
 
-from .alu import WIDE_BITS
+from .alu import WIDE_BITS, WORD_BITS
 
 
 def _pairwise(xs: list[Value]) -> Value:
@@ -21,37 +21,66 @@ def _pairwise(xs: list[Value]) -> Value:
 class AdderTree(wiring.Component):
     """``sum = acc + (x0 + x1) + (x2 + x3)`` (for fan-in 4; generally ``acc`` plus the balanced
     sums of the two halves of the inputs), all signed :data:`~tsar.rtl.alu.WIDE_BITS`-bit with
-    wrap-around."""
+    wrap-around. With ``constant``: one more input ``k``, ``sum = (acc + k) + (x0 + x1) + (x2 +
+    x3)`` (one more adder, beside the pair sums: no deeper)."""
 
-    x: In(signed(WIDE_BITS)).array(ADDER_TREE_FAN_IN)
-    acc: In(signed(WIDE_BITS))
-    sum: Out(signed(WIDE_BITS))
+    def __init__(self, constant: bool = False):
+        self.constant = constant
+        super().__init__({
+            "x": In(signed(WIDE_BITS)).array(ADDER_TREE_FAN_IN),
+            "acc": In(signed(WIDE_BITS)),
+            **({"k": In(signed(WIDE_BITS))} if constant else {}),
+            "sum": Out(signed(WIDE_BITS)),
+        })
 
     def elaborate(self, platform) -> Module:
         m = Module()
         xs = list(self.x)
         half = len(xs) // 2
-        m.d.comb += self.sum.eq(self.acc + _pairwise(xs[:half]) + _pairwise(xs[half:]))
+        acc = (self.acc + self.k) if self.constant else self.acc
+        m.d.comb += self.sum.eq(acc + _pairwise(xs[:half]) + _pairwise(xs[half:]))
         return m
 
 
 class AdderTrees(wiring.Component):
-    """One :class:`AdderTree` per ``ADDER_TREE_FAN_IN`` lanes; tree ``t`` reduces the wide outputs
-    of lanes ``F*t .. F*t+F-1``."""
+    """One :class:`AdderTree` per ``ADDER_TREE_FAN_IN`` lanes; tree ``t`` reduces the lane results
+    of lanes ``F*t .. F*t+F-1`` (``x``, :data:`~tsar.rtl.alu.WORD_BITS` each, sign-extended).
 
-    def __init__(self, lanes: int):
+    ``constant``: every tree also adds ``k`` (the segment constant of a compact-LUT TGEMV).
+    ``carry``: each lane result enters its tree exact, ``WORD_BITS + 1`` bits: the extra (sign) bit
+    is the result's top bit corrected by the lane's signed overflow, from the operands' top bits
+    ``a_top`` / ``b_top`` and the lane's ``sub`` (three gates a lane; needed where accumulators are
+    wider than a word, left out otherwise: it cannot reach the kept bits).
+    """
+
+    def __init__(self, lanes: int, constant: bool = False, carry: bool = False):
+        self.lanes = lanes
         self.trees = lanes // ADDER_TREE_FAN_IN
+        self.constant, self.carry = constant, carry
         super().__init__({
-            "x": In(signed(WIDE_BITS)).array(lanes),
+            "x": In(WORD_BITS).array(lanes),
+            **({"a_top": In(lanes), "b_top": In(lanes), "sub": In(lanes)} if carry else {}),
             "acc": In(signed(WIDE_BITS)).array(self.trees),
+            **({"k": In(signed(WIDE_BITS))} if constant else {}),
             "sum": Out(signed(WIDE_BITS)).array(self.trees),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        lanes = []
+        for i in range(self.lanes):
+            r = self.x[i]
+            if self.carry:
+                top = r[-1]
+                overflow = (self.a_top[i] == (self.b_top[i] ^ self.sub[i])) & (top != self.a_top[i])
+                lanes.append(Cat(r, top ^ overflow).as_signed())
+            else:
+                lanes.append(r.as_signed())
         for t in range(self.trees):
-            tree = m.submodules[f"tree{t}"] = AdderTree()
-            m.d.comb += [tree.x[i].eq(self.x[t * ADDER_TREE_FAN_IN + i])
+            tree = m.submodules[f"tree{t}"] = AdderTree(self.constant)
+            if self.constant:
+                m.d.comb += tree.k.eq(self.k)
+            m.d.comb += [tree.x[i].eq(lanes[t * ADDER_TREE_FAN_IN + i])
                          for i in range(ADDER_TREE_FAN_IN)]
             m.d.comb += [tree.acc.eq(self.acc[t]), self.sum[t].eq(tree.sum)]
         return m

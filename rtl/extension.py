@@ -4,9 +4,23 @@ buffer, write-back MUX, sequencer.
 TLUT and TGEMV run their lane add/subtracts on the base ALU (word mode, :mod:`.schedule`). Two
 additions are not muxes: the AVX2 port has no 4:1 reduction with accumulator (``vpmaddwd`` adds
 pairs), so TGEMV's adder trees are added (:class:`~tsar.rtl.adder_tree.AdderTrees`, block
-``tsar_trees``); and every TGEMV uop needs the whole LUT group (each lane picks from its block's D
-and S tables) besides the accumulator and the weights, more registers than the register file's
-three read ports give in one cycle, so the group is held in the slice (:class:`LutBuffer`).
+``tsar_trees``); and every TGEMV uop needs the whole LUT group (each lane picks from its block's
+tables) besides the accumulator and the weights, more registers than the register file's three
+read ports give in one cycle, so the group is held in the slice (:class:`LutBuffer`).
+
+ISA variants (:class:`~tsar.isa.config.TsarConfig` axes) change what the MUXes select and how wide
+the merged words are:
+
+* compact LUT (S tables only): TLUT writes the S registers only (``cfg.tlut_uops``); TGEMV's lanes
+  get ``S_b[idxD] << 1`` (the shift is wiring) and ``S_b[idxS]``, and the code-independent term
+  ``-sum_b S_b[2^c-1]`` is *folded into the adder trees*: :class:`SegmentConstant` sums it once
+  from fixed words of the LUT buffer (``s - 1`` adders, block ``tsar_operands``) and every tree adds
+  it as one more input beside its pair sums (``T`` adders, no deeper tree). The alternative, a
+  third operand on every lane, would put a 3:2 compressor row (``lanes`` x ``lut_bits`` full adders)
+  and a third MUX in front of the shared ALU: the folded form is the cheaper honest hardware;
+* int32 accumulators: tree ``t`` takes and returns 32-bit accumulator words (``cfg.acc_bits``;
+  one write-back merge per accumulator width), and lane results enter the trees with their carry
+  (exact ``lut_bits + 1``-bit differences, as the semantics add the words in int32).
 
 LUT-group read policy (``lut_read``):
 
@@ -35,10 +49,12 @@ from .regfile import READ_PORTS
 from .schedule import (
     TGEMV_STEP,
     LaneOp,
+    LutTerm,
     Source,
     SrcKind,
     check_tgemv,
     tgemv_lane,
+    tgemv_lane_step,
     tgemv_output,
     tlut_schedule,
 )
@@ -54,11 +70,12 @@ class OperandPlan:
     Lane ``l``'s A operand MUX has inputs ``a_sources[l]`` (index 0 is the base operand bus), and
     likewise for B; the sequencer's uop ROM stores the indices.
 
-    A configuration is refused (ValueError naming the axis) unless its LUT entries and accumulator
-    words are the ALU's :data:`~tsar.rtl.alu.WORD_BITS` (``lut_bits``, ``acc_bits``: int32
-    accumulators are not implemented in RTL), its ``s`` equals the adder-tree fan-in (the split
+    A configuration is refused (ValueError naming the axis) unless its LUT entries are the ALU's
+    :data:`~tsar.rtl.alu.WORD_BITS` (``lut_bits``), its accumulator words fit the trees'
+    :data:`~tsar.rtl.alu.WIDE_BITS` (``acc_bits``), its ``s`` equals the adder-tree fan-in (the split
     trees of :mod:`.schedule` for smaller ``s`` are not implemented in RTL), its weights fit a
-    register pair and its schedules exist (:class:`~tsar.rtl.schedule.ScheduleError`).
+    register pair and its schedules exist (:class:`~tsar.rtl.schedule.ScheduleError`, e.g. a
+    compact LUT with int32 accumulators).
     """
 
     def __init__(self, vector_bits: int, configs: Sequence[TsarConfig]):
@@ -72,9 +89,9 @@ class OperandPlan:
             if cfg.lut_bits != LANE_BITS:
                 raise ValueError(f"{cfg.name}: lut_bits={cfg.lut_bits} is not supported by the RTL: "
                                  f"the slice's lanes are {LANE_BITS}-bit")
-            if cfg.acc_bits != LANE_BITS:
+            if not cfg.lut_bits <= cfg.acc_bits <= WIDE_BITS:
                 raise ValueError(f"{cfg.name}: acc_bits={cfg.acc_bits} is not supported by the RTL: "
-                                 f"its write-back merges {LANE_BITS}-bit accumulator words only")
+                                 f"its adder trees sum {WIDE_BITS}-bit words")
             check_tgemv(cfg)
             if cfg.s != ADDER_TREE_FAN_IN:
                 raise ValueError(f"{cfg.name}: s={cfg.s} < adder-tree fan-in {ADDER_TREE_FAN_IN} needs "
@@ -82,8 +99,12 @@ class OperandPlan:
             if cfg.weight_regs > 2:
                 raise ValueError(f"{cfg.name}: weights wider than a register pair")
             tlut_schedule(cfg)
-        self.lut_bits = self.acc_bits = LANE_BITS
-        self.acc_words = vector_bits // self.acc_bits
+        self.lut_bits = LANE_BITS
+        self.wide_lanes = any(cfg.acc_bits > cfg.lut_bits for cfg in self.configs)
+        """Whether lane results enter the trees with their carry (some accumulator is wider than a
+        LUT word; else the carry cannot reach the kept bits and is left out)."""
+        self.constants = any(tgemv_lane_step(cfg).constant for cfg in self.configs)
+        """Whether the trees take a segment constant (some configuration has a compact LUT)."""
         base = [Source(SrcKind.BASE)]
         self.a_sources = [[*base, TGEMV_STEP.a] for _ in range(self.lanes)]
         self.b_sources = [[*base, TGEMV_STEP.b] for _ in range(self.lanes)]
@@ -101,6 +122,18 @@ class OperandPlan:
 
     def select(self, lane: int, side: str, src: Source) -> int:
         return (self.a_sources if side == "a" else self.b_sources)[lane].index(src)
+
+    def acc_word(self, cfg: TsarConfig, uop: int, tree: int) -> int:
+        """Accumulator word (of ``cfg.acc_bits``) that adder tree ``tree`` finishes in TGEMV uop
+        ``uop`` (``s = F``: segment = tree)."""
+        return tgemv_output(cfg, uop, tree)
+
+    def acc_groups(self) -> dict[int, list[int]]:
+        """Configuration indices by accumulator width (one write-back merge per width)."""
+        out: dict[int, list[int]] = {}
+        for index, cfg in enumerate(self.configs):
+            out.setdefault(cfg.acc_bits, []).append(index)
+        return out
 
 
 def load_cycles(cfg: TsarConfig) -> int:
@@ -205,10 +238,13 @@ class TsarOperandMux(wiring.Component):
     """Operand-bus input MUXes in front of the lanes and the adder trees' accumulator inputs.
 
     Lane ``l`` gets, by its A/B select: the base operand (word ``l`` of ``src1`` / ``src2``); for
-    TGEMV the LUT words ``D_b[idxD]`` / ``S_b[idxS]`` picked by the weight codes of output
-    ``j = uop*T + t`` (``l = t*s + b``); for TLUT a sign-extended activation byte of ``src2``,
-    zero, another lane's result, or a word of the LUT group. The tree accumulators get the
-    ``dst`` dwords (base dot product) or the accumulator words ``j`` (TGEMV, ``acc_bits`` each).
+    TGEMV the two LUT words of :func:`~tsar.rtl.schedule.tgemv_lane_step` picked by the weight codes
+    of output ``j = uop*T + t`` (``l = t*s + b``: ``D_b[idxD]`` / ``S_b[idxS]``, or in the compact
+    layout ``S_b[idxD] << 1`` / ``S_b[idxS]``); for TLUT a sign-extended activation byte of
+    ``src2``, zero, another lane's result, or a word of the LUT group. The tree accumulators get the
+    ``dst`` dwords (base dot product) or the accumulator words ``j`` (TGEMV, ``acc_bits`` each,
+    sign-extended); ``tree_const`` (only where a configuration has one) is the segment constant
+    (:class:`SegmentConstant`, a submodule).
     """
 
     def __init__(self, plan: OperandPlan):
@@ -229,17 +265,37 @@ class TsarOperandMux(wiring.Component):
             "a": Out(LANE_BITS).array(n),
             "b": Out(LANE_BITS).array(n),
             "tree_acc": Out(signed(WIDE_BITS)).array(plan.trees),
+            **({"tree_const": Out(signed(WIDE_BITS))} if plan.constants else {}),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
         plan = self.plan
-        lut_d = [Signal(plan.lut_bits, name=f"lut_d{i}") for i in range(plan.lanes)]
-        lut_s = [Signal(plan.lut_bits, name=f"lut_s{i}") for i in range(plan.lanes)]
+        lut_a = [Signal(plan.lut_bits, name=f"lut_a{i}") for i in range(plan.lanes)]
+        lut_b = [Signal(plan.lut_bits, name=f"lut_b{i}") for i in range(plan.lanes)]
         with m.Switch(self.cfg):
             for index, cfg in enumerate(plan.configs):
                 with m.Case(index):
-                    m.d.comb += self._lookup(cfg, lut_d, lut_s)
+                    m.d.comb += self._lookup(cfg, lut_a, lut_b)
+        tree_acc = [Signal(signed(WIDE_BITS), name=f"tgemv_acc{t}") for t in range(plan.trees)]
+        groups = plan.acc_groups()
+        for indices in groups.values():  # one accumulator-word select per accumulator width
+            cfg = plan.configs[indices[0]]
+            picked = []
+            for t in range(plan.trees):  # s = F: tree t finishes accumulator word uop*T + t
+                words = [self.acc.word_select(plan.acc_word(cfg, u, t), cfg.acc_bits)
+                         for u in range(cfg.tgemv_uops)]
+                picked.append(tree_acc[t].eq((Array(words)[self.uop] if len(words) > 1
+                                              else words[0]).as_signed()))
+            if len(groups) == 1:
+                m.d.comb += picked
+            else:
+                with m.If(Cat(*(self.cfg == i for i in indices)).any()):
+                    m.d.comb += picked
+        if plan.constants:
+            m.submodules.segment_constant = const = SegmentConstant(plan)
+            m.d.comb += [const.cfg.eq(self.cfg), const.group.eq(self.group),
+                         self.tree_const.eq(const.value)]
 
         def word(bus: Signal, i: int):
             return bus.word_select(i, LANE_BITS)
@@ -247,10 +303,10 @@ class TsarOperandMux(wiring.Component):
         def value(lane: int, side: str, src: Source):
             if src.kind is SrcKind.BASE:
                 return word(self.src1 if side == "a" else self.src2, lane)
-            if src.kind is SrcKind.LUT_D:
-                return lut_d[lane]
-            if src.kind is SrcKind.LUT_S:
-                return lut_s[lane]
+            if src.kind is SrcKind.LUT_A:
+                return lut_a[lane]
+            if src.kind is SrcKind.LUT_B:
+                return lut_b[lane]
             if src.kind is SrcKind.ZERO:
                 return Const(0, LANE_BITS)
             if src.kind is SrcKind.ACT:
@@ -269,17 +325,20 @@ class TsarOperandMux(wiring.Component):
                         with m.Case(i):
                             m.d.comb += out[lane].eq(value(lane, side, src))
         for t in range(plan.trees):
-            with m.If(self.tgemv):  # s = F: tree t finishes accumulator word uop*T + t
-                words = [self.acc.word_select(u * plan.trees + t, plan.acc_bits)
-                         for u in range(plan.acc_words // plan.trees)]
-                m.d.comb += self.tree_acc[t].eq(Array(words)[self.uop].as_signed())
-            with m.Else():
-                m.d.comb += self.tree_acc[t].eq(self.acc.word_select(t, WIDE_BITS))
+            m.d.comb += self.tree_acc[t].eq(Mux(self.tgemv, tree_acc[t],
+                                                self.acc.word_select(t, WIDE_BITS).as_signed()))
         return m
 
-    def _lookup(self, cfg: TsarConfig, lut_d: list[Signal], lut_s: list[Signal]) -> list:
-        """D/S LUT words of every lane for one configuration, selected by its weight codes."""
+    def _table(self, cfg: TsarConfig, block: int, term: LutTerm) -> list:
+        """The ``2^c`` words of ``term``'s table of ``block``, each shifted by ``term.shift`` and
+        kept to ``lut_bits`` (the shift is wiring)."""
+        return [(self.group.word_select(cfg.word_index(block, term.table, p), cfg.lut_bits)
+                 << term.shift)[:cfg.lut_bits] for p in range(cfg.patterns)]
+
+    def _lookup(self, cfg: TsarConfig, lut_a: list[Signal], lut_b: list[Signal]) -> list:
+        """The A/B LUT words of every lane for one configuration, selected by its weight codes."""
         weights = Cat(self.src2, self.src2_hi)
+        step = tgemv_lane_step(cfg)
         out = []
         for lane in range(self.plan.lanes):
             tree, block = tgemv_lane(cfg, lane)
@@ -289,28 +348,64 @@ class TsarOperandMux(wiring.Component):
                 codes.append(weights[offset:offset + bits])
             code = Array(codes)[self.uop] if len(codes) > 1 else codes[0]
             sel = ceil_log2(cfg.patterns)  # select bits of a table of 2^c entries
-            idx_d, idx_s = (idx[:sel] for idx in cfg.code_indices(code))
-            d = [self.group.word_select(cfg.word_index(block, "D", p), cfg.lut_bits)
-                 for p in range(cfg.patterns)]
-            s = [self.group.word_select(cfg.word_index(block, "S", p), cfg.lut_bits)
-                 for p in range(cfg.patterns)]
-            out += [lut_d[lane].eq(Array(d)[idx_d]), lut_s[lane].eq(Array(s)[idx_s])]
+            index = dict(zip(("idxD", "idxS"), (idx[:sel] for idx in cfg.code_indices(code)),
+                             strict=True))
+            for term, target in ((step.a, lut_a), (step.b, lut_b)):
+                out.append(target[lane].eq(Array(self._table(cfg, block, term))[index[term.index]]))
         return out
+
+
+class SegmentConstant(wiring.Component):
+    """The code-independent TGEMV terms, summed over the blocks (:func:`~tsar.rtl.schedule.tgemv_lane_step`
+    ``.constant``; compact LUT: ``-sum_b S_b[2^c-1]``), for the configuration in the instruction
+    register: ``s - 1`` adders on fixed words of the LUT buffer, shared by every tree and uop;
+    zero for a configuration without such terms."""
+
+    def __init__(self, plan: OperandPlan):
+        self.plan = plan
+        super().__init__({
+            "cfg": In(instr_layout(len(plan.configs)).members["cfg"]),
+            "group": In(plan.vector_bits * plan.max_group_regs),
+            "value": Out(signed(WIDE_BITS)),
+        })
+
+    def elaborate(self, platform) -> Module:
+        m = Module()
+        with m.Switch(self.cfg):
+            for index, cfg in enumerate(self.plan.configs):
+                terms = tgemv_lane_step(cfg).constant
+                if not terms:
+                    continue
+                plus = [self._word(cfg, b, t) for t in terms if t.sign > 0 for b in range(cfg.s)]
+                minus = [self._word(cfg, b, t) for t in terms if t.sign < 0 for b in range(cfg.s)]
+                total = sum(plus[1:], plus[0]) if plus else None
+                for w in minus:
+                    total = -w if total is None else total - w
+                with m.Case(index):
+                    m.d.comb += self.value.eq(total)
+        return m
+
+    def _word(self, cfg: TsarConfig, block: int, term: LutTerm):
+        pattern = cfg.term_pattern(term.index, 0)
+        word = self.group.word_select(cfg.word_index(block, term.table, pattern), cfg.lut_bits)
+        return (word.as_signed() << term.shift)
 
 
 class TsarWriteBackMux(wiring.Component):
     """The write-back MUX (``vector_bits`` wide: 256 bits on AVX2).
 
     TLUT: the lane results go to group register ``dst + reg_offset``. TGEMV: adder tree ``t``'s
-    low ``acc_bits`` replace accumulator word ``uop*T + t``; the other words are written back
-    unchanged (fused accumulation, one full-register write per uop). Otherwise the base
-    write-back passes through.
+    low ``acc_bits`` replace accumulator word ``uop*T + t`` (``acc_bits`` of the configuration: one
+    merge per accumulator width, selected by the configuration); the other words are written back
+    unchanged (fused accumulation, one full-register write per uop). Otherwise the base write-back
+    passes through.
     """
 
     def __init__(self, plan: OperandPlan):
         self.plan = plan
         n, bits = plan.lanes, plan.vector_bits
         super().__init__({
+            "cfg": In(instr_layout(len(plan.configs)).members["cfg"]),
             "tlut": In(1),
             "tgemv": In(1),
             "uop": In(_width(plan.max_uops)),
@@ -330,12 +425,26 @@ class TsarWriteBackMux(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         plan = self.plan
-        merged, bits = [], plan.acc_bits
-        for w in range(plan.acc_words):
-            u, t = divmod(w, plan.trees)  # s = F: word uop*T + t comes from tree t
-            merged.append(Signal(bits, name=f"acc_word{w}"))
-            m.d.comb += merged[-1].eq(Cat(self.acc.word_select(w, bits), self.tree_sum[t][:bits])
-                                      .word_select(self.uop == u, bits))
+        merges = []
+        for bits, indices in plan.acc_groups().items():
+            cfg = plan.configs[indices[0]]
+            source = {plan.acc_word(cfg, u, t): (u, t) for u in range(cfg.tgemv_uops)
+                      for t in range(plan.trees)}
+            merged = []
+            for w in range(plan.vector_bits // bits):
+                u, t = source[w]
+                merged.append(Signal(bits, name=f"acc{bits}_word{w}"))
+                m.d.comb += merged[-1].eq(Cat(self.acc.word_select(w, bits), self.tree_sum[t][:bits])
+                                          .word_select(self.uop == u, bits))
+            merges.append((indices, Cat(*merged)))
+        tgemv_data = Signal(plan.vector_bits)
+        if len(merges) == 1:
+            m.d.comb += tgemv_data.eq(merges[0][1])
+        else:
+            with m.Switch(self.cfg):
+                for indices, value in merges:
+                    with m.Case(*indices):
+                        m.d.comb += tgemv_data.eq(value)
         m.d.comb += [
             self.en.eq(self.base_en | self.tlut | self.tgemv),
             self.addr.eq(Mux(self.tlut | self.tgemv, self.dst | Mux(self.tlut, self.reg_offset, 0),
@@ -344,7 +453,7 @@ class TsarWriteBackMux(wiring.Component):
         with m.If(self.tlut):
             m.d.comb += self.data.eq(Cat(*self.lane_result))
         with m.Elif(self.tgemv):
-            m.d.comb += self.data.eq(Cat(*merged))
+            m.d.comb += self.data.eq(tgemv_data)
         with m.Else():
             m.d.comb += self.data.eq(self.base_data)
         return m

@@ -19,14 +19,20 @@ the operand bus:
 * ``GROUP r w << n``: word ``w`` of group register ``r`` written by an earlier uop, shifted left by
   ``n`` (used by ``c = 4``: ``D[p] = 2*S[p] - S[2^c - 1]``, so the D register follows its S register).
 
-**TGEMV** (``cfg.tgemv_uops`` uops, :func:`tgemv_schedule`): every lane computes
-``D_b[idxD] - S_b[idxS]``, the operand MUXes selecting the LUT words with the weight codes. The
-lanes form *segments* of ``s`` consecutive lanes, lane ``l = q*s + b`` doing block ``b`` of the
-output of segment ``q``; in uop ``u`` segment ``q`` finishes output ``j = u*P + q``
-(``P = cfg.outputs_per_uop = lanes / s`` segments). The adder trees (fan-in
-:data:`~tsar.isa.config.ADDER_TREE_FAN_IN` ``= F``, one per ``F`` lanes) add each segment's ``s``
-lanes and accumulator word ``j``; the write-back MUX puts the ``P`` sums into words
-``u*P .. u*P+P-1`` of the accumulator, keeping the others.
+**TGEMV** (``cfg.tgemv_uops`` uops, :func:`tgemv_schedule`): every lane subtracts two LUT words
+that the operand MUXes select with the weight codes (:func:`tgemv_lane_step`, derived from
+``cfg.tgemv_terms()``): ``D_b[idxD] - S_b[idxS]`` in the full layout, ``2*S_b[idxD] - S_b[idxS]``
+in the compact one (the doubling is a one-bit left shift of the A word: wiring). A term that does
+not depend on the code (the compact layout's ``-S_b[2^c-1]``) is not a lane input: summed over the
+segment's blocks it is one *segment constant* (``-sum_b S_b[2^c-1]``, the same for every segment
+and uop of the instruction) that each adder tree takes as one more input (cheaper than a third
+operand on every lane: ``T`` tree adders and ``s - 1`` shared adders instead of a 3:2 compressor row
+in front of all ``lanes`` ALU words). The lanes form *segments* of ``s`` consecutive lanes, lane
+``l = q*s + b`` doing block ``b`` of the output of segment ``q``; in uop ``u`` segment ``q``
+finishes output ``j = u*P + q`` (``P = cfg.outputs_per_uop = lanes / s`` segments). The adder
+trees (fan-in :data:`~tsar.isa.config.ADDER_TREE_FAN_IN` ``= F``, one per ``F`` lanes) add each
+segment's ``s`` lanes, the segment constant and accumulator word ``j``; the write-back MUX puts the
+``P`` sums into words ``u*P .. u*P+P-1`` of the accumulator (``acc_bits`` each), keeping the others.
 
 * ``s = F`` (the paper's configurations): one segment per tree, the tree's root is the sum.
 * ``s`` a proper divisor of ``F`` (e.g. ``c3s2``): each tree is *split* into ``F/s`` segments. A tree
@@ -39,8 +45,13 @@ lanes and accumulator word ``j``; the write-back MUX puts the ``P`` sums into wo
   refuses ``s != F`` with a ValueError, while the numpy schedule here executes it.
 * ``s`` not dividing ``F`` (or ``s > F``): no schedule (:class:`ScheduleError`).
 
-Widths: a lane computes in ``cfg.lut_bits`` (LUT words; its result wraps there), the trees in
-:data:`~tsar.rtl.alu.WIDE_BITS`, and the write-back keeps the low ``cfg.acc_bits`` of each sum.
+Widths: a lane's operands are ``cfg.lut_bits`` words (a shifted A word wraps there) and its result
+is taken with the adder's carry, ``lut_bits + 1`` bits (:data:`LANE_CARRY`), exact for the difference
+of two words; the trees sum in :data:`~tsar.rtl.alu.WIDE_BITS` and the write-back keeps the low
+``cfg.acc_bits`` of each sum. This equals the semantics (which add the words in the accumulator's
+width) for every group, also one a base instruction overwrote, except where a shifted word would
+need more than ``lut_bits`` with accumulators wider than the LUT words (compact with ``acc_bits =
+32``): :func:`tgemv_lane_step` refuses that.
 """
 
 from __future__ import annotations
@@ -73,8 +84,8 @@ class SrcKind(Enum):
     """Where a lane operand comes from."""
 
     BASE = "base"  # the base operand bus: word l of the instruction's register operand
-    LUT_D = "lut_d"  # TGEMV: D entry selected by the weight code
-    LUT_S = "lut_s"  # TGEMV: S entry selected by the weight code
+    LUT_A = "lut_a"  # TGEMV: the lane's minuend, a LUT word selected by the weight code (TgemvLane.a)
+    LUT_B = "lut_b"  # TGEMV: the lane's subtrahend, selected by the weight code (TgemvLane.b)
     ZERO = "zero"
     ACT = "act"  # TLUT: sign-extended activation byte ``index``
     LANE = "lane"  # TLUT: same-cycle result of lane ``index``
@@ -123,24 +134,82 @@ class TlutUop:
     steps: tuple[LaneStep, ...]
 
 
-TGEMV_STEP = LaneStep(LaneOp.SUB, Source(SrcKind.LUT_D), Source(SrcKind.LUT_S))
-"""Every lane of every TGEMV uop: ``D_b[idxD] - S_b[idxS]``."""
+TGEMV_STEP = LaneStep(LaneOp.SUB, Source(SrcKind.LUT_A), Source(SrcKind.LUT_B))
+"""Every lane of every TGEMV uop: ``A - B``, the two code-selected words of :func:`tgemv_lane_step`."""
+
+LANE_CARRY = 1
+"""Bits a lane result carries beyond its ``lut_bits`` operands (the adder's carry-out: a sum or
+difference of two words is exact in ``lut_bits + 1`` bits)."""
+
+
+@dataclass(frozen=True)
+class LutTerm:
+    """One lookup of TGEMV: entry ``index`` (``"idxD"``, ``"idxS"``: the code's fields; ``"all"``:
+    pattern ``2^c - 1``) of table ``table`` of the lane's block, shifted left by ``shift`` (times
+    ``2^shift``), with sign ``sign`` (+1 / -1)."""
+
+    table: str
+    index: str
+    shift: int = 0
+    sign: int = 1
+
+    def __str__(self) -> str:
+        text = f"{self.table}_b[{self.index}]"
+        return f"2^{self.shift}*{text}" if self.shift else text
+
+
+@dataclass(frozen=True)
+class TgemvLane:
+    """The TGEMV lane step of a configuration: ``a - b`` (each a code-selected word, ``a`` possibly
+    shifted) and the code-independent terms ``constant`` that the adder tree adds per segment
+    (summed over the segment's blocks)."""
+
+    a: LutTerm
+    b: LutTerm
+    constant: tuple[LutTerm, ...]
+
+    def __str__(self) -> str:
+        text = f"{self.a} - {self.b}"
+        for t in self.constant:
+            text += f"; tree {'+' if t.sign > 0 else '-'} sum_b {t}"
+        return text
 
 
 class ScheduleError(ValueError):
     """The configuration has no schedule on this datapath (no extra adders are allowed)."""
 
 
-def _check_tables(cfg: TsarConfig) -> None:
-    if not {"D", "S"} <= set(cfg.lut_tables):
-        raise ScheduleError(f"{cfg.name}: lut_layout={cfg.lut_layout!r} stores tables {cfg.lut_tables}; "
-                            "the schedules read D and S tables")
+@cache
+def tgemv_lane_step(cfg: TsarConfig) -> TgemvLane:
+    """The lane step of ``cfg``'s TGEMV, from ``cfg.tgemv_terms()``: the terms indexed by a code
+    field are the lane's operands (one positive, one negative; a coefficient ``2^n`` is a shift by
+    ``n``), the terms of a fixed pattern are segment constants. ScheduleError when the terms do not
+    map onto one lane subtraction, or a shifted word would have to be exact beyond ``lut_bits``
+    (``acc_bits > lut_bits``)."""
+    lane, constant = [], []
+    for table, index, coef in cfg.tgemv_terms():
+        shift = abs(coef).bit_length() - 1
+        if abs(coef) != 1 << shift:
+            raise ScheduleError(f"{cfg.name}: TGEMV coefficient {coef} is not a power of two")
+        term = LutTerm(table, index, shift, 1 if coef > 0 else -1)
+        (constant if index == "all" else lane).append(term)
+    plus = [t for t in lane if t.sign > 0]
+    minus = [t for t in lane if t.sign < 0]
+    if len(plus) != 1 or len(minus) != 1 or minus[0].shift:
+        raise ScheduleError(f"{cfg.name}: TGEMV terms {cfg.tgemv_terms()} are not one lane subtraction")
+    if plus[0].shift and cfg.acc_bits > cfg.lut_bits:
+        raise ScheduleError(f"{cfg.name}: lut_layout={cfg.lut_layout!r} with acc_bits={cfg.acc_bits} "
+                            f"needs {cfg.lut_bits + plus[0].shift + LANE_CARRY}-bit lane results "
+                            f"(2^{plus[0].shift} x a {cfg.lut_bits}-bit word); the lanes give "
+                            f"{cfg.lut_bits + LANE_CARRY}")
+    return TgemvLane(plus[0], minus[0], tuple(constant))
 
 
 def check_tgemv(cfg: TsarConfig) -> None:
     """TGEMV needs the ``s`` lanes of one output inside one adder tree: ``s`` must divide the trees'
-    fan-in (``s = F``: one output per tree; a proper divisor: a split tree, see the module doc)."""
-    _check_tables(cfg)
+    fan-in (``s = F``: one output per tree; a proper divisor: a split tree, see the module doc), and
+    its terms must map onto one lane subtraction (:func:`tgemv_lane_step`)."""
+    tgemv_lane_step(cfg)
     if cfg.lanes % ADDER_TREE_FAN_IN or ADDER_TREE_FAN_IN % cfg.s:
         raise ScheduleError(f"{cfg.name}: TGEMV maps s={cfg.s} blocks onto {ADDER_TREE_FAN_IN}:1 adder "
                             f"trees; s must divide {ADDER_TREE_FAN_IN}")
@@ -291,10 +360,10 @@ def _word_name(cfg: TsarConfig, word: int) -> str:
 
 @cache
 def tlut_schedule(cfg: TsarConfig, lane_chain: int = LANE_CHAIN) -> tuple[TlutUop, ...]:
-    """The TLUT uops of ``cfg``, in issue order (one per group register). ``lane_chain``: the most
-    lane operations the datapath may chain in one cycle (:data:`LANE_CHAIN`); a configuration whose
-    words need longer chains raises :class:`ScheduleError`."""
-    _check_tables(cfg)
+    """The TLUT uops of ``cfg``, in issue order (one per group register; only the tables of
+    ``cfg.lut_tables`` are written). ``lane_chain``: the most lane operations the datapath may chain
+    in one cycle (:data:`LANE_CHAIN`); a configuration whose words need longer chains raises
+    :class:`ScheduleError`."""
     regs: dict[int, tuple[LaneStep, ...]] = {}
     needs: dict[int, set[int]] = {}
     for reg in range(cfg.group_regs):
@@ -364,20 +433,27 @@ def run_tlut_schedule(cfg: TsarConfig, activations: np.ndarray,
 def run_tgemv_schedule(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray,
                        weights: np.ndarray) -> np.ndarray:
     """Execute :func:`tgemv_schedule` in numpy (lanes, then trees, then write-back), like the RTL
-    does: lane results wrap to ``lut_bits``, each sum to ``acc_bits``; returns ``cfg.acc_dtype``."""
+    does: a shifted A word wraps to ``lut_bits``, a lane result is exact in ``lut_bits + 1`` bits,
+    the trees add the segment constant, each sum wraps to ``acc_bits``; returns ``cfg.acc_dtype``."""
     acc = np.asarray(acc).astype(np.int64).copy()
     table = np.asarray(group).astype(np.int64)
-    idx_d, idx_s = cfg.code_indices(semantics.weight_codes(cfg, weights))  # (..., m, s) each
+    step = tgemv_lane_step(cfg)
+    idx = dict(zip(("idxD", "idxS"), cfg.code_indices(semantics.weight_codes(cfg, weights)),
+                   strict=True))  # (..., m, s) each
 
-    def word(index: np.ndarray) -> np.ndarray:
-        return np.take_along_axis(table, index[..., None], -1)[..., 0]
+    def word(term: LutTerm, j: int, b: int) -> np.ndarray:
+        pattern = cfg.term_pattern("all", 0) if term.index == "all" else idx[term.index][..., j, b]
+        index = np.broadcast_to(cfg.word_index(b, term.table, pattern), table.shape[:-1])
+        value = np.take_along_axis(table, index[..., None], -1)[..., 0]
+        return _wrap(value << term.shift, cfg.lut_bits)
 
+    constant = sum((t.sign * word(t, 0, b) for t in step.constant for b in range(cfg.s)),
+                   np.zeros(table.shape[:-1], np.int64))
     for uop in tgemv_schedule(cfg):
-        lanes = [_wrap(word(cfg.word_index(b, "D", idx_d[..., j, b]))
-                       - word(cfg.word_index(b, "S", idx_s[..., j, b])), cfg.lut_bits)
+        lanes = [_wrap(word(step.a, j, b) - word(step.b, j, b), cfg.lut_bits + LANE_CARRY)
                  for j, b in uop.lanes]
         for q, j in enumerate(uop.outputs):
-            total = acc[..., j] + sum(lanes[q * cfg.s:(q + 1) * cfg.s])
+            total = acc[..., j] + constant + sum(lanes[q * cfg.s:(q + 1) * cfg.s])
             acc[..., j] = _wrap(total, cfg.acc_bits)
     return acc.astype(cfg.acc_dtype)
 
@@ -422,12 +498,16 @@ def format_schedule(cfg: TsarConfig) -> str:
             lines.append(f"    lane {w:2}: {name:8} = {step}")
     lines.append(f"{cfg.tgemv_mnemonic}: {cfg.tgemv_uops} uops, {cfg.outputs_per_uop} outputs each")
     split = tree_segments(cfg)
+    step = tgemv_lane_step(cfg)
+    lane = f"{step.a} - {step.b}".replace("[idxD]", "[idxD(j,b)]").replace("[idxS]", "[idxS(j,b)]")
+    const = "".join(f" {'+' if t.sign > 0 else '-'} sum_b {t}" for t in step.constant)
     for u, uop in enumerate(tgemv_schedule(cfg)):
         outs = list(uop.outputs)
         if split == 1:
-            lines.append(f"  uop {u}: lanes l=t*{cfg.s}+b compute D_b[idxD(j,b)] - S_b[idxS(j,b)]; "
-                         f"tree t adds acc[j] for j = {outs}")
+            lines.append(f"  uop {u}: lanes l=t*{cfg.s}+b compute {lane}; "
+                         f"tree t adds acc[j]{const} for j = {outs}")
         else:
-            lines.append(f"  uop {u}: lanes l=q*{cfg.s}+b compute D_b[idxD(j,b)] - S_b[idxS(j,b)]; "
-                         f"tree q//{split}, split in {split}, adds segment q and acc[j] for j = {outs}")
+            lines.append(f"  uop {u}: lanes l=q*{cfg.s}+b compute {lane}; "
+                         f"tree q//{split}, split in {split}, adds segment q and acc[j]{const} "
+                         f"for j = {outs}")
     return "\n".join(lines)

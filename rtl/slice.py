@@ -121,7 +121,7 @@ class SimdSlice(wiring.Component):
         plan = self.plan
         m.submodules.tsar_sequencer = seq = TsarSequencer(plan, self.lut_read)
         m.submodules.tsar_operands = ops = TsarOperandMux(plan)
-        m.submodules.tsar_trees = trees = AdderTrees(n)
+        m.submodules.tsar_trees = trees = AdderTrees(n, plan.constants, plan.wide_lanes)
         m.submodules.tsar_lutbuf = buf = LutBuffer(plan, self.lut_read)
         m.submodules.tsar_writeback = twb = TsarWriteBackMux(plan)
         uop = seq.tlut | seq.tgemv
@@ -149,7 +149,7 @@ class SimdSlice(wiring.Component):
                            dec.sub.replicate(n))),
             alu.fn.eq(Mux(uop, AluFn.ADD, dec.alu_fn)),
             alu.esize.eq(Mux(uop, 1, dec.esize)),
-            *(trees.x[i].eq(alu.result[i].as_signed()) for i in range(n)),
+            *(trees.x[i].eq(alu.result[i]) for i in range(n)),
             *(trees.acc[t].eq(ops.tree_acc[t]) for t in range(self.trees)),
             buf.load.eq(seq.loading), buf.load_step.eq(seq.load_step), buf.load_last.eq(seq.load_last),
             *(buf.port_data[i].eq(self.rd_data[i]) for i in range(READ_PORTS)),
@@ -157,7 +157,7 @@ class SimdSlice(wiring.Component):
             buf.reg_offset.eq(seq.reg_offset), buf.tlut_data.eq(Cat(*alu.result)),
             buf.wb_en.eq(self.wb_en), buf.wb_addr.eq(self.wb_addr),
             buf.cfg.eq(ir.cfg), buf.dst.eq(ir.dst), buf.src1.eq(ir.src1),
-            twb.tlut.eq(seq.tlut), twb.tgemv.eq(seq.tgemv), twb.uop.eq(seq.uop),
+            twb.cfg.eq(ir.cfg), twb.tlut.eq(seq.tlut), twb.tgemv.eq(seq.tgemv), twb.uop.eq(seq.uop),
             twb.dst.eq(ir.dst), twb.reg_offset.eq(seq.reg_offset),
             twb.base_en.eq(wb.en), twb.base_addr.eq(wb.addr), twb.base_data.eq(wb.data),
             twb.acc.eq(self.rd_data[2]),
@@ -165,6 +165,14 @@ class SimdSlice(wiring.Component):
             *(twb.tree_sum[t].eq(trees.sum[t]) for t in range(self.trees)),
             self.wb_en.eq(twb.en), self.wb_addr.eq(twb.addr), self.wb_data.eq(twb.data),
         ]
+        if plan.constants:
+            m.d.comb += trees.k.eq(ops.tree_const)
+        if plan.wide_lanes:
+            m.d.comb += [
+                trees.a_top.eq(Cat(*(ops.a[i][-1] for i in range(n)))),
+                trees.b_top.eq(Cat(*(ops.b[i][-1] for i in range(n)))),
+                trees.sub.eq(alu.sub),
+            ]
         return m
 
 

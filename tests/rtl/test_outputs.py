@@ -29,7 +29,7 @@ def test_waveform_is_valid_vcd(tmp_path):
     report = write_waveform(str(path), C2S4, base_semantics)
     assert report.ok and report.instructions >= 3
     text = path.read_text()
-    for name in ("clk", "done", "wb_data", "uop", "lut_d0", "r0"):
+    for name in ("clk", "done", "wb_data", "uop", "lut_a0", "r0"):
         assert f" {name} " in text
     assert text.count("\n#") > 10
     scopes = parse_vcd(path)

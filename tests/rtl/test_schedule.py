@@ -105,9 +105,9 @@ def test_split_tree_tgemv_schedule(c3s2):
         OperandPlan(256, (c3s2,))
 
 
-def test_rtl_refuses_int32_accumulators():
-    """The RTL write-back merges 16-bit accumulator words: an acc_bits=32 configuration is refused,
-    naming the axis, rather than computed as int16."""
-    cfg = TsarConfig("c2s4-acc32", c=2, s=4, acc_bits=32)
-    with pytest.raises(ValueError, match="acc_bits=32"):
+def test_rtl_refuses_compact_lut_with_int32_accumulators():
+    """A compact LUT with int32 accumulators needs the doubled S word exact beyond 16 bits (an
+    18-bit lane); the lanes give 17, so it is refused naming both axes, not computed wrapped."""
+    cfg = TsarConfig("c2s4-cd", c=2, s=4, lut_layout="compact", acc_bits=32)
+    with pytest.raises(ValueError, match="lut_layout='compact' with acc_bits=32 needs 18-bit"):
         OperandPlan(256, (cfg,))
