@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from tsar.console import Steps
 from tsar.errors import UserError
 from tsar.frames import Tabular
-from tsar.kernel_sim import KERNEL_NAMES
 from tsar.kernels.registry import COMPARED
+from tsar.kernels.tsar_plan import kernel_names
 from tsar.layer_time import counts_for, modelled, platform_named
 from tsar.native_sim import NATIVE_SIM_KERNELS
 
@@ -200,11 +200,14 @@ def _fmt_time(seconds: float) -> str:
 
 
 def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
-            tsar_kernels: Sequence[str] = KERNEL_NAMES, repeats: int = 20,
+            tsar_kernels: Sequence[str] | None = None, repeats: int = 20,
             progress: Callable[[str], None] | None = None) -> Comparison:
     """Compare every T-SAR kernel with the native baselines on one layer and platform (module doc).
-    ``repeats``: measured calls per kernel on the host (in rounds of a few calls)."""
+    ``repeats``: measured calls per kernel on the host (in rounds of a few calls);
+    ``tsar_kernels``: default every kernel of the configurations registered at the call."""
     from tsar.model_error import load
+
+    tsar_kernels = kernel_names() if tsar_kernels is None else tsar_kernels
 
     plat = platform_named(platform)
     measured = platform == "host"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from tsar.console import Steps
 from tsar.counts import simulated_counts
 from tsar.frames import Tabular
-from tsar.kernel_sim import KERNEL_NAMES
+from tsar.kernels.tsar_plan import kernel_names
 from tsar.layer_time import counts_for, modelled, platform_named
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
 
@@ -78,8 +78,9 @@ class ModelEstimate(Tabular):
 
 
 def evaluate(model: str, platform: str, *, threads: int | None = None,
-             tsar_kernels: Sequence[str] = KERNEL_NAMES,
+             tsar_kernels: Sequence[str] | None = None,
              progress: Callable[[str], None] | None = None) -> ModelEstimate:
+    tsar_kernels = kernel_names() if tsar_kernels is None else tsar_kernels  # registered now
     cfg = get_model(model)
     plat = platform_named(platform)
     threads = threads or plat.threads
