@@ -113,7 +113,8 @@ def generate(plan: KernelPlan) -> str:
 
 
 def _quantize(e: _Emitter, plan: KernelPlan) -> None:
-    """x[rdi] (K float32) -> ws.xq (K int8); ws.dequant = (amax / 127) * w_scale."""
+    """x[rdi] (K float32) -> ws.xq (K_pad int8: K quantized, then the padding zeroed);
+    ws.dequant = (amax / 127) * w_scale."""
     name, K = e.prefix, plan.K
     xq, deq = plan.workspace_layout["xq"][0], plan.workspace_layout["dequant"][0]
     e("vpcmpeqd ymm15, ymm15, ymm15", "vpsrld ymm15, ymm15, 1",  # |x| mask
@@ -143,6 +144,10 @@ def _quantize(e: _Emitter, plan: KernelPlan) -> None:
       "vextracti128 xmm1, ymm0, 1", "vpunpckldq xmm0, xmm0, xmm1",
       f"vmovq qword ptr [r8 + rax + {xq}], xmm0",
       "add rax, 8", f"cmp rax, {K}", f"jb {loop}")
+    if plan.padding:  # the last chunk's inputs past K: zero, whatever the workspace held
+        starts = range(K, plan.K_pad, 8)  # 8-byte stores inside the field's 64-byte-rounded bytes
+        assert starts[-1] + 8 <= -(-plan.workspace_layout["xq"][1] // 64) * 64
+        e("vpxor xmm0, xmm0, xmm0", *(f"vmovq qword ptr [r8 + {xq + at}], xmm0" for at in starts))
 
 
 def _zero_acc32(e: _Emitter, plan: KernelPlan) -> None:

@@ -5,8 +5,17 @@ everything that the code generator (:mod:`tsar.kernels.tsar_codegen`) and the we
 (:mod:`tsar.kernels.formats.tsar`) must agree on. Both derive from it; nothing is restated.
 
 Terms: a *tile* is 16 output rows (one TGEMV accumulator, ``m`` rows); a *chunk* is ``k``
-consecutive inputs (one TLUT). ``T = M / m`` tiles, ``C = K / k`` chunks. A weight *operand* is the
-packed ``(m x k)`` tile/chunk block that one TGEMV reads (``cfg.weight_bytes`` bytes).
+consecutive inputs (one TLUT). ``T = M / m`` tiles, ``C = ceil(K / k)`` chunks. A weight *operand*
+is the packed ``(m x k)`` tile/chunk block that one TGEMV reads (``cfg.weight_bytes`` bytes).
+
+Padding: a K that ``k`` does not divide (c3s2, k = 6, at K = 2560) is zero-padded to
+``K_pad = C * k``: the packer adds ``K_pad - K`` zero weight columns and the quantization step
+writes zeros into the activations' padding bytes. Either alone makes the padded inputs add exactly
+0 (a zero weight selects ``D - S`` terms that cancel in the accumulator's modular arithmetic, split
+or trit codes, full or compact LUT; a zero activation makes every LUT entry of it 0); both are done
+so that neither a foreign stream nor a reused workspace can leak into the sums. The padded weight
+operands are read like any other: :attr:`KernelPlan.weight_bytes` (and every byte count and
+loop bound derived from the chunks) includes them, which is their honest cost.
 
 Dataflows (paper section III-D):
 
@@ -69,6 +78,8 @@ VECTOR_REGS = VECTOR_REGISTERS
 KERNEL_PREFIX = "tsar-"
 OP_TEMPS = 2  # registers the OP widening step needs
 AP_TOKENS_ACCUMULATORS = 1  # ap-tokens: every TGEMV loads, accumulates and stores one partial-sum tile
+QUANT_LANES = 8
+"""float32 activations the quantization step converts per ymm register (K must be a multiple)."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +108,9 @@ class KernelPlan:
             raise ValueError(f"unknown dataflow {self.flow!r}; choose one of {', '.join(FLOWS)}")
         if self.M <= 0 or self.M % self.cfg.m:
             raise ValueError(f"M={self.M} must be a positive multiple of {self.cfg.m} for {self.cfg.name}")
-        if self.K <= 0 or self.K % self.cfg.k:
-            raise ValueError(f"K={self.K} must be a positive multiple of {self.cfg.k} for {self.cfg.name}")
+        if self.K <= 0 or self.K % QUANT_LANES:
+            raise ValueError(f"K={self.K} must be a positive multiple of {QUANT_LANES} for {self.cfg.name} "
+                             f"(the kernels quantize {QUANT_LANES} float32 activations at a time)")
         reason = unsupported_reason(self.cfg)
         if reason:
             raise ValueError(f"{self.cfg.name}: {reason}")
@@ -113,7 +125,18 @@ class KernelPlan:
 
     @property
     def chunks(self) -> int:
-        return self.K // self.cfg.k
+        """TLUT chunks of K (the last one zero-padded when ``k`` does not divide K)."""
+        return -(-self.K // self.cfg.k)
+
+    @property
+    def K_pad(self) -> int:
+        """K rounded up to whole chunks: the inputs the weight stream and the LUTs cover."""
+        return self.chunks * self.cfg.k
+
+    @property
+    def padding(self) -> int:
+        """Zero inputs appended to K (``K_pad - K``, fewer than ``k``)."""
+        return self.K_pad - self.K
 
     @property
     def widen_every(self) -> int:
@@ -257,6 +280,7 @@ class KernelPlan:
 
     @property
     def weight_bytes(self) -> int:
+        """Bytes of the packed weight stream, padding columns included (``M x K_pad`` weights)."""
         return self.tiles * self.chunks * self.cfg.weight_bytes
 
     @property
@@ -274,8 +298,9 @@ class KernelPlan:
     @property
     def workspace_layout(self) -> dict[str, tuple[int, int]]:
         """Byte ``(offset, size)`` of each field of one token's slot, 64-byte aligned
-        (``ap-tokens`` keeps its partial sums in the block's rows instead, :attr:`partials_offset`)."""
-        fields = {"xq": self.K, "acc32": 4 * self.M, "partial16": self.tiles * self.tile_partial_bytes,
+        (``ap-tokens`` keeps its partial sums in the block's rows instead, :attr:`partials_offset`).
+        ``xq`` holds the token's ``K_pad`` int8 activations, the last ``padding`` of them zero."""
+        fields = {"xq": self.K_pad, "acc32": 4 * self.M, "partial16": self.tiles * self.tile_partial_bytes,
                   "dequant": 4}
         if self.flow == "ap-tokens":
             del fields["partial16"]

@@ -84,11 +84,13 @@ def program_for(plan: KernelPlan) -> Program:
 
 def simulate(plan: KernelPlan, x: np.ndarray, w_t: np.ndarray, w_scale: float, *,
              stream: np.ndarray | None = None, machine: Machine | None = None,
-             memory_stats: bool = True) -> KernelRun:
+             memory_stats: bool = True, workspace: np.ndarray | None = None) -> KernelRun:
     """Simulate ``y = BitLinear(x)`` with the plan's kernel.
 
     ``x``: float32 ``(N, K)``; ``w_t``: ternary int8 ``(M, K)``; ``w_scale``: the per-tensor weight
-    scale; ``stream``: the packed weights if already packed (else packed here).
+    scale; ``stream``: the packed weights if already packed (else packed here); ``workspace``: the
+    workspace's bytes on entry (uint8 ``(plan.workspace_bytes,)``, default zeros: the kernel must
+    not depend on them, padding included).
     """
     x = np.ascontiguousarray(x, dtype=np.float32)
     if x.ndim != 2 or x.shape[1] != plan.K:
@@ -99,7 +101,11 @@ def simulate(plan: KernelPlan, x: np.ndarray, w_t: np.ndarray, w_scale: float, *
     symbols = machine.load_program(program_for(plan))
     n = x.shape[0]
     y = np.zeros((n, plan.M), np.float32)
-    workspace = np.zeros(plan.workspace_bytes, np.uint8)
+    if workspace is None:
+        workspace = np.zeros(plan.workspace_bytes, np.uint8)
+    elif workspace.shape != (plan.workspace_bytes,) or workspace.dtype != np.uint8:
+        raise UserError(f"{plan.name}: the workspace must be uint8 ({plan.workspace_bytes},), got "
+                        f"{workspace.dtype} {workspace.shape}")
     scale = np.array([w_scale], np.float32)
     entry = symbols[function_name(plan)]
     machine.call(entry, x, stream, y, n, workspace, scale, returns="none",

@@ -1,6 +1,6 @@
-"""The trit-code variant (docs/dse/variants.toml ``c3s2-trits``) through the kernel generator at a
-BitNet shape: the down projection of BitNet b1.58 2B4T (2560 x 6912), bit-exact in both engines;
-a K that k = 6 does not divide is refused with the shape named."""
+"""The trit-code variant (docs/dse/variants.toml ``c3s2-trits``, k = 6) through the kernel generator
+at BitNet shapes, bit-exact in both engines: the down projection of BitNet b1.58 2B4T (2560 x 6912,
+k divides K) and its attention projection (2560 x 2560, K zero-padded to 2562)."""
 
 from __future__ import annotations
 
@@ -27,22 +27,28 @@ def trits():
 
 
 @pytest.mark.native
-def test_bitnet_down_projection_bit_exact_in_both_engines(trits):
+@pytest.mark.parametrize("K, K_pad", [(6912, 6912), (2560, 2562)])
+def test_bitnet_projections_bit_exact_in_both_engines(trits, K: int, K_pad: int) -> None:
     from tsar.kernel_sim import plan_for, simulate
     from tsar.sim import Machine
 
-    M, K = 2560, 6912
+    M = 2560
     plan = plan_for(f"tsar-{trits.name}-op", M, K)
-    assert plan.weight_bytes == M * K * 5 // 3 // 8  # 1.67 bits per weight, nothing padded
-    rng = np.random.default_rng(2)
+    assert (plan.K_pad, plan.chunks) == (K_pad, K_pad // 6)
+    assert plan.weight_bytes == M * K_pad * 5 // 3 // 8  # 1.67 bits per weight, padding included
+    rng = np.random.default_rng(K)
     x = rng.standard_normal((1, K)).astype(np.float32)
     w = rng.integers(-1, 2, (M, K)).astype(np.int8)
-    assert simulate(plan, x, w, 0.25).exact
-    assert simulate(plan, x, w, 0.25, machine=Machine(engine="native"), memory_stats=False).exact
+    garbage = rng.integers(0, 256, plan.workspace_bytes).astype(np.uint8)
+    assert simulate(plan, x, w, 0.25, workspace=garbage).exact
+    assert simulate(plan, x, w, 0.25, machine=Machine(engine="native"), memory_stats=False,
+                    workspace=garbage).exact
 
 
-def test_k_not_a_multiple_of_k_is_refused(trits):
+def test_k_the_quantization_cannot_take_is_refused(trits) -> None:
     from tsar.kernel_sim import plan_for
 
-    with pytest.raises(UserError, match=r"K=2560 must be a positive multiple of 6 for c3s2-trits"):
-        plan_for(f"tsar-{trits.name}-op", 2560, 2560)
+    with pytest.raises(UserError, match=r"K=2564 must be a positive multiple of 8 for c3s2-trits"):
+        plan_for(f"tsar-{trits.name}-op", 2560, 2564)
+    with pytest.raises(UserError, match=r"M=2568 must be a positive multiple of 16 for c3s2-trits"):
+        plan_for(f"tsar-{trits.name}-op", 2568, 2560)
