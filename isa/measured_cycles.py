@@ -6,9 +6,17 @@ against a fresh measurement by a test. This module only reads it (``isa`` import
 the other layers).
 
 Layout: ``{"stamp": {...}, "units": {"<config>": {"<lut_read>": {"<mnemonic>": [latency,
-throughput]}}}}`` (cycles; latency: issue to the issue of a dependent instruction; throughput:
-cycles per instruction, independent copies back to back). Base operations are listed under
-every configuration's port.
+throughput]}}}, "variants": {...}}`` (cycles; latency: issue to the issue of a dependent
+instruction; throughput: cycles per instruction, independent copies back to back). Base operations
+are listed under every configuration's port.
+
+``units`` holds the configurations the ISA registers itself (what a plain ``tsar rtl cycles``
+measures; ``stamp.configs`` has their parameters). ``variants`` holds DSE variants declared in
+``--isa`` files (``tsar --isa docs/dse/variants.toml rtl cycles --write``), each measured on a port
+of its own and stored with its definition: ``{"<name>": {"definition": {<TsarConfig fields but
+name and slot>}, "verilog_sha256": {"<lut_read>": ...}, "<lut_read>": {"<mnemonic>": [latency,
+throughput]}}}``. A variant is looked up only while a configuration of that name and definition is
+registered (:func:`has_rtl_timing`).
 """
 
 from __future__ import annotations
@@ -31,12 +39,17 @@ def table() -> dict:
     return json.loads(DATA_PATH.read_text())
 
 
+def variants() -> dict[str, dict]:
+    """The stored DSE-variant measurements (``{}`` when there are none)."""
+    return table().get("variants", {})
+
+
 def rtl_timing(config_name: str, mnemonic: str, lut_read: str = "latch") -> tuple[int, float]:
-    """``(latency, throughput)`` in cycles of ``mnemonic`` on the RTL port of ``config_name``;
-    KeyError naming what is missing."""
+    """``(latency, throughput)`` in cycles of ``mnemonic`` on the RTL port of ``config_name`` (a
+    configuration of ``units`` or a stored variant); KeyError naming what is missing."""
     if lut_read not in LUT_READ:
         raise KeyError(f"lut_read={lut_read!r}: expected one of {', '.join(LUT_READ)}")
-    units = table()["units"]
+    units = table()["units"] | variants()
     if config_name not in units:
         raise KeyError(f"{config_name}: no RTL measurement in {DATA_PATH.name} "
                        f"(measured: {', '.join(units)})")
@@ -53,11 +66,21 @@ def config_key(cfg: TsarConfig) -> dict[str, int]:
             "weight_regs": cfg.weight_regs, "tlut_uops": cfg.tlut_uops, "tgemv_uops": cfg.tgemv_uops}
 
 
+def variant_key(cfg: TsarConfig) -> dict[str, object]:
+    """The definition a variant's measurement is stored with (its fields but name and slot: the
+    encoding slot does not change the port)."""
+    return {k: v for k, v in cfg.definition().items() if k not in ("name", "slot")}
+
+
 def has_rtl_timing(cfg: TsarConfig) -> bool:
-    """Whether the table has measurements of ``cfg``: same name and same parameters (a DSE
-    variant, or a configuration redefined since the table was generated, has none)."""
+    """Whether the table has measurements of ``cfg``: same name and same parameters (a
+    configuration of ``units``) or same name and definition (a stored variant); a configuration
+    redefined since the table was generated has none."""
     try:
-        stored = table()["stamp"]["configs"].get(cfg.name)
+        doc = table()
     except FileNotFoundError:
         return False
-    return stored == config_key(cfg)
+    if doc["stamp"]["configs"].get(cfg.name) == config_key(cfg):
+        return True
+    stored = doc.get("variants", {}).get(cfg.name)
+    return stored is not None and stored["definition"] == variant_key(cfg)

@@ -2,8 +2,9 @@
 
 :func:`measure_all` runs :func:`~tsar.rtl.bench.measure_timing` on a port per vector width
 (carrying every configuration of that width) for both LUT-group read policies, on the compiled
-backend; :func:`document` stamps it (generator, Verilator version, SHA-256 of each port's
-Verilog); :func:`write` stores it where :mod:`tsar.isa.measured_cycles` reads it.
+backend; :func:`measure_variants` measures DSE variants (``--isa`` files), each on a port of its
+own, with their definitions; :func:`document` stamps it (generator, Verilator version, SHA-256 of
+each port's Verilog); :func:`write` stores it where :mod:`tsar.isa.measured_cycles` reads it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tsar.isa.config import TsarConfig, configs
-from tsar.isa.measured_cycles import DATA_PATH, LUT_READ, config_key
+from tsar.isa.measured_cycles import DATA_PATH, LUT_READ, config_key, variant_key
 
 from .bench import measure_timing
 
@@ -44,22 +45,54 @@ def measure_all(cfgs: Sequence[TsarConfig] | None = None, backend: str = "verila
     return units
 
 
-def document(units: dict, cfgs: Sequence[TsarConfig] | None = None) -> dict:
-    from .verilator import unit_verilog, verilator_command
+def _verilog_hash(bits: int, group: Sequence[TsarConfig], policy: str) -> str:
+    from .verilator import unit_verilog
+
+    return hashlib.sha256(unit_verilog(bits, group, policy).encode()).hexdigest()[:16]
+
+
+def measure_variants(cfgs: Sequence[TsarConfig], backend: str = "verilator") -> dict:
+    """``{variant: {"definition": ..., "verilog_sha256": {lut_read: ...}, lut_read: {mnemonic:
+    [latency, throughput]}}}``, each variant on a port that carries it alone; ValueError for a
+    variant the RTL does not build."""
+    from .extension import OperandPlan
+
+    out: dict[str, dict] = {}
+    for cfg in cfgs:
+        OperandPlan(cfg.vector_bits, (cfg,))  # ValueError naming the axis the RTL does not build
+        entry: dict = {"definition": variant_key(cfg), "verilog_sha256": {}}
+        for policy in LUT_READ:
+            timing = measure_timing((cfg,), policy, vector_bits=cfg.vector_bits, backend=backend)
+            entry[policy] = {n: [t.latency, t.throughput] for n, t in timing.items()}
+            entry["verilog_sha256"][policy] = _verilog_hash(cfg.vector_bits, (cfg,), policy)
+        out[cfg.name] = entry
+    return out
+
+
+def same_measurement(a: dict, b: dict) -> bool:
+    """Whether two variant entries hold the same definition and cycles (hashes aside)."""
+    return all(a.get(k) == b.get(k) for k in ("definition", *LUT_READ))
+
+
+def document(units: dict, cfgs: Sequence[TsarConfig] | None = None,
+             variants: dict | None = None) -> dict:
+    from .verilator import verilator_command
 
     version = subprocess.run([*verilator_command(), "--version"], capture_output=True,
                              text=True).stdout.strip()
     hashes = {}
     for bits, group in _by_width(cfgs or configs()).items():
         for policy in LUT_READ:
-            text = unit_verilog(bits, group, policy)
             key = f"{bits}-{'+'.join(c.name for c in group)}-{policy}"
-            hashes[key] = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return {"stamp": {"generator": GENERATOR, "simulator": version, "verilog_sha256": hashes,
-                      "configs": {c.name: config_key(c) for c in cfgs or configs()},
-                      "units": "cycles; latency = issue to the issue of a dependent instruction, "
-                               "throughput = cycles per instruction back to back"},
-            "units": units}
+            hashes[key] = _verilog_hash(bits, group, policy)
+    doc = {"stamp": {"generator": GENERATOR, "simulator": version, "verilog_sha256": hashes,
+                     "configs": {c.name: config_key(c) for c in cfgs or configs()},
+                     "units": "cycles; latency = issue to the issue of a dependent instruction, "
+                              "throughput = cycles per instruction back to back"},
+           "units": units}
+    if variants:
+        doc["variants"] = variants
+    return doc
 
 
 def write(doc: dict, path: Path = DATA_PATH) -> Path:

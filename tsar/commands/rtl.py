@@ -229,33 +229,59 @@ def _power(args: argparse.Namespace) -> int:
     return 0
 
 
+def _isa_variants(args: argparse.Namespace) -> list:
+    """The configurations declared in the ``--isa`` files of this command line (registered by
+    then): measured as variants, apart from the ISA's own configurations."""
+    from tsar.isa.isafile import load_isa_file
+
+    return [cfg for path in getattr(args, "isa", []) for cfg in load_isa_file(path)]
+
+
 def _cycles(args: argparse.Namespace) -> int:
     from tsar.isa import measured_cycles
-    from tsar.rtl.cycles import document, measure_all, write
+    from tsar.isa.config import configs
+    from tsar.rtl.cycles import document, measure_all, measure_variants, same_measurement, write
     from tsar.rtl.verilator import VerilatorError
 
+    variants = _isa_variants(args)
+    names = {v.name for v in variants}
+    own = [c for c in configs() if c.name not in names]
     console.progress("measuring on compiled models (a minute per port the first time, then cached)")
     try:
-        units = measure_all()
-    except VerilatorError as exc:
+        units = measure_all(own)
+    except (VerilatorError, ValueError) as exc:
         raise UserError(f"rtl cycles: {exc}") from None
+    measured = {}
+    for cfg in variants:
+        try:
+            measured |= measure_variants([cfg])
+        except VerilatorError as exc:
+            raise UserError(f"rtl cycles: {cfg.name}: {exc}") from None
+        except ValueError as exc:  # an axis the RTL does not implement: no measurement, not an error
+            console.progress(f"{cfg.name}: not built by the RTL ({exc}); not measured")
     print(f"{'configuration':14} {'lut-read':8} {'instruction':12} {'latency':>7} {'throughput':>10}")
-    for cfg, policies in units.items():
+    rows = {**units, **{n: {p: v[p] for p in measured_cycles.LUT_READ} for n, v in measured.items()}}
+    for cfg, policies in rows.items():
         for policy, ops in policies.items():
             for name, (lat, tp) in ops.items():
                 if name.startswith(("tlut", "tgemv")):
                     print(f"{cfg:14} {policy:8} {name:12} {lat:>7} {tp:>10.2f}")
+    try:
+        stored_doc = measured_cycles.table()
+    except FileNotFoundError:
+        stored_doc = {}
+    stored_variants = stored_doc.get("variants", {})
     status = 0
     if args.check:
-        try:
-            stored = measured_cycles.table()["units"]
-        except FileNotFoundError:
-            stored = None
-        if stored != units:
-            print(f"{measured_cycles.DATA_PATH}: differs from the RTL; run tsar rtl cycles --write")
+        stale = [n for n, v in measured.items()
+                 if n not in stored_variants or not same_measurement(stored_variants[n], v)]
+        if stored_doc.get("units") != units or stale:
+            what = f" (variants: {', '.join(stale)})" if stale else ""
+            print(f"{measured_cycles.DATA_PATH}: differs from the RTL{what}; run tsar rtl cycles --write"
+                  + (" with the same --isa files" if stale else ""))
             status = 1
     if args.write:
-        path = write(document(units))
+        path = write(document(units, own, {**stored_variants, **measured}))
         print(f"wrote {path}")
     return status
 
