@@ -272,9 +272,16 @@ class TsarConfig:
             return dense[code], sparse[code]
         import numpy as np
 
-        dense, sparse = (np.asarray(t, np.intp) for t in self.code_table)
+        dense, sparse = self._code_arrays
         code = np.asarray(code)
         return dense[code], sparse[code]
+
+    @cached_property
+    def _code_arrays(self) -> tuple[Any, Any]:
+        """:attr:`code_table` as two numpy index arrays (built once per configuration)."""
+        import numpy as np
+
+        return tuple(np.asarray(t, np.intp) for t in self.code_table)
 
     def make_code(self, idx_d: int, idx_s: int) -> int:
         """The weight code of ``(idxD, idxS)``; inverse of :meth:`code_indices`. Trits encode the

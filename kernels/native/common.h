@@ -71,6 +71,17 @@ static inline int32_t tsar_sum_i8(const int8_t *a, int k) {
     return s;
 }
 
+/* Bytes of n tokens' int32 activation sums at the start of a GEMM work area (64-byte multiple). */
+static inline size_t tsar_token_sums_size(int n) { return tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN); }
+
+/* The activation sums of n tokens a[n][k] written to the start of work; returns the bytes after
+ * them (tsar_token_sums_size(n) on), where the GEMM kernels keep their scratch. */
+static inline uint8_t *tsar_token_sums(const int8_t *a, int k, int n, void *work) {
+    int32_t *sums = (int32_t *)work;
+    for (int t = 0; t < n; t++) sums[t] = tsar_sum_i8(a + (size_t)t * k, k);
+    return (uint8_t *)work + tsar_token_sums_size(n);
+}
+
 /* Byte copy and fill for the per-token preparations: libc's in the native build, plain loops under
  * TSAR_SIM, which has no libc (simbuild's -fno-tree-loop-distribute-patterns keeps them loops). */
 #ifdef TSAR_SIM
@@ -140,16 +151,14 @@ static inline void tsar_zero_bytes(void *dst, size_t n) {
      * rows function may use (as prep). m, bm and bk are unused: one signature for every kernel. */ \
     unsigned long tsar_sim_##NAME##_gemm_work_size(int m, int k, int bm, int bk, int n) {          \
         (void)m; (void)bm; (void)bk;                                                               \
-        return (unsigned long)(tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN) + TSAR_SIM_GEMM_SCRATCH(k)); \
+        return (unsigned long)(tsar_token_sums_size(n) + TSAR_SIM_GEMM_SCRATCH(k));                \
     }                                                                                              \
     int tsar_sim_##NAME##_gemm(const uint8_t *wp, int m, int k, const int8_t *a, int n,            \
                                void *work, int32_t *out) {                                         \
         const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
         if (check(&w) || n < 1) return -1;                                                         \
-        int32_t *sums = (int32_t *)work;                                                           \
-        for (int t = 0; t < n; t++) sums[t] = tsar_sum_i8(a + (size_t)t * k, k);                   \
-        uint8_t *scratch = (uint8_t *)work + tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN);       \
-        const tsar_acts s = {&w, a, sums, scratch, (size_t)k, 0, n};                               \
+        uint8_t *scratch = tsar_token_sums(a, k, n, work);                                         \
+        const tsar_acts s = {&w, a, (int32_t *)work, scratch, (size_t)k, 0, n};                    \
         rows_avx2(&s, out, 0, m);                                                                  \
         return 0;                                                                                  \
     }
@@ -178,17 +187,15 @@ static inline void tsar_zero_bytes(void *dst, size_t n) {
     }                                                                                              \
     unsigned long tsar_sim_##NAME##_gemm_work_size(int m, int k, int bm, int bk, int n) {          \
         const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
-        return (unsigned long)(tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN)                     \
+        return (unsigned long)(tsar_token_sums_size(n)                                             \
                                + tsar_round_up(PREP_SIZE(&w), TSAR_ALIGN) * (size_t)n);            \
     }                                                                                              \
     int tsar_sim_##NAME##_gemm(const uint8_t *wp, int m, int k, const int8_t *a, int n,            \
                                void *work, int32_t *out) {                                         \
         const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
         if (CHECK(&w) || n < 1) return -1;                                                         \
-        int32_t *sums = (int32_t *)work;                                                           \
-        for (int t = 0; t < n; t++) sums[t] = tsar_sum_i8(a + (size_t)t * k, k);                   \
-        uint8_t *prep = (uint8_t *)work + tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN);          \
-        const tsar_acts s = {&w, a, sums, prep, (size_t)k, tsar_round_up(PREP_SIZE(&w), TSAR_ALIGN), n}; \
+        uint8_t *prep = tsar_token_sums(a, k, n, work);                                            \
+        const tsar_acts s = {&w, a, (int32_t *)work, prep, (size_t)k, tsar_round_up(PREP_SIZE(&w), TSAR_ALIGN), n}; \
         for (int t = 0; t < n; t++) PREP(&s, t);                                                   \
         ROWS(&s, out, 0, m);                                                                       \
         return 0;                                                                                  \

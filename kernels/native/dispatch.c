@@ -41,7 +41,7 @@ static layout make_layout(const tsar_kernel *kn, const tsar_weights *w, int n) {
     l.act_stride = tsar_round_up((size_t)w->k + 16, TSAR_ALIGN);
     l.prep_stride = tsar_round_up(kn->prep_size(w), TSAR_ALIGN);
     l.off_sums = l.act_stride * n;
-    l.off_scales = l.off_sums + tsar_round_up(sizeof(int32_t) * n, TSAR_ALIGN);
+    l.off_scales = l.off_sums + tsar_token_sums_size(n);
     l.off_prep = l.off_scales + tsar_round_up(sizeof(float) * n, TSAR_ALIGN);
     l.off_acc = l.off_prep + l.prep_stride * n;
     l.total = l.off_acc + tsar_round_up(sizeof(int32_t) * (size_t)n * w->m, TSAR_ALIGN);
