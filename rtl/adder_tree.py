@@ -51,14 +51,18 @@ class AdderTrees(wiring.Component):
     is the result's top bit corrected by the lane's signed overflow, from the operands' top bits
     ``a_top`` / ``b_top`` and the lane's ``sub`` (three gates a lane; needed where accumulators are
     wider than a word, left out otherwise: it cannot reach the kept bits).
+
+    ``isolate``: input ``en`` AND-gates the lane inputs (``x``, and ``a_top`` / ``b_top``), so the
+    trees hold still while they are not used (the accumulators come gated from the operand MUX).
     """
 
-    def __init__(self, lanes: int, constant: bool = False, carry: bool = False):
+    def __init__(self, lanes: int, constant: bool = False, carry: bool = False, isolate: bool = False):
         self.lanes = lanes
         self.trees = lanes // ADDER_TREE_FAN_IN
-        self.constant, self.carry = constant, carry
+        self.constant, self.carry, self.isolate = constant, carry, isolate
         super().__init__({
             "x": In(WORD_BITS).array(lanes),
+            **({"en": In(1)} if isolate else {}),
             **({"a_top": In(lanes), "b_top": In(lanes), "sub": In(lanes)} if carry else {}),
             "acc": In(signed(WIDE_BITS)).array(self.trees),
             **({"k": In(signed(WIDE_BITS))} if constant else {}),
@@ -68,11 +72,17 @@ class AdderTrees(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         lanes = []
+        xs = list(self.x)
+        a_top, b_top = (self.a_top, self.b_top) if self.carry else (None, None)
+        if self.isolate:
+            xs = [x & self.en.replicate(WORD_BITS) for x in xs]
+            if self.carry:
+                a_top, b_top = (v & self.en.replicate(self.lanes) for v in (a_top, b_top))
         for i in range(self.lanes):
-            r = self.x[i]
+            r = xs[i]
             if self.carry:
                 top = r[-1]
-                overflow = (self.a_top[i] == (self.b_top[i] ^ self.sub[i])) & (top != self.a_top[i])
+                overflow = (a_top[i] == (b_top[i] ^ self.sub[i])) & (top != a_top[i])
                 lanes.append(Cat(r, top ^ overflow).as_signed())
             else:
                 lanes.append(r.as_signed())

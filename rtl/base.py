@@ -66,10 +66,13 @@ def issue_signature(n_configs: int) -> wiring.Signature:
 
 
 class Decode(wiring.Component):
-    """Instruction register, decode ROM, hazard check, write-port reservation."""
+    """Instruction register, decode ROM, hazard check, write-port reservation; ``isolate`` adds
+    ``mul_op`` (a valid multiplier operation is in the instruction register: the enable of the
+    multiplier's operand isolation, straight from the register and the decode ROM)."""
 
-    def __init__(self, n_configs: int, words: int):
+    def __init__(self, n_configs: int, words: int, isolate: bool = False):
         self.words = words
+        self.isolate = isolate
         super().__init__({
             "issue": In(issue_signature(n_configs)),
             "ir_valid": Out(1),
@@ -88,6 +91,8 @@ class Decode(wiring.Component):
             "tsar_done": In(1),
             "idle": Out(1),
             "done": Out(1),
+            # operand isolation: a multiplier operation is in the instruction register
+            **({"mul_op": Out(1)} if isolate else {}),
         })
 
     def elaborate(self, platform) -> Module:
@@ -105,6 +110,8 @@ class Decode(wiring.Component):
                         m.d.comb += [is_mul.eq(1), self.mul_fn.eq(op.fn),
                                      self.mul_lat.eq(MUL_LATENCIES.index(op.latency))]
                     m.d.comb += latency.eq(op.latency)
+        if self.isolate:
+            m.d.comb += self.mul_op.eq(self.ir_valid & (ir.op == SliceOp.BASE) & is_mul)
         res = Signal(MAX_LATENCY, name="wb_reserved")
         hazard = Signal()
         clashes = [self.busy[k] & ((self.busy_dst[k] == ir.dst) | (self.busy_dst[k] == ir.src1) |

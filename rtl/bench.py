@@ -93,7 +93,8 @@ class CompiledDriver:
         self.unit = unit
         for part in (unit, unit.slice, unit.regfile):  # the Verilator model stands in for it
             part._MustUse__silence = True
-        self.model = model or CompiledModel(unit.slice.vector_bits, unit.configs, unit.slice.lut_read)
+        self.model = model or CompiledModel(unit.slice.vector_bits, unit.configs, unit.slice.lut_read,
+                                            isolate=unit.slice.isolate)
         self._codes: dict[Instr, int] = {}
 
     @property
@@ -360,12 +361,12 @@ def _programs(configs: Sequence[TsarConfig], base_ops: Sequence[str]) -> list[tu
 
 def measure_timing(configs: Sequence[TsarConfig], lut_read: str = "latch",
                    base_ops: Sequence[str] | None = None, vector_bits: int | None = None,
-                   backend: str = "python") -> dict[str, Timing]:
+                   backend: str = "python", isolate: bool = False) -> dict[str, Timing]:
     """Latency and throughput of the T-SAR instructions of ``configs`` and of ``base_ops``
     (default: every base operation), measured by simulating a port with ``configs``."""
     bits = vector_bits or (configs[0].vector_bits if configs else 256)
     names = [op.mnemonic for op in BASE_OPS] if base_ops is None else list(base_ops)
-    unit = VectorUnit(bits, tuple(configs), lut_read)
+    unit = VectorUnit(bits, tuple(configs), lut_read, isolate)
     programs = _programs(configs, names)
     seen: dict[str, dict[str, float]] = {}
 

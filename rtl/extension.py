@@ -248,10 +248,17 @@ class TsarOperandMux(wiring.Component):
     ``dst`` dwords (base dot product) or the accumulator words ``j`` (TGEMV, ``acc_bits`` each,
     sign-extended); ``tree_const`` (only where a configuration has one) is the segment constant
     (:class:`SegmentConstant`, a submodule).
+
+    ``isolate``: input ``en`` (a T-SAR instruction is in the instruction register) AND-gates the
+    weight codes in front of the LUT-word lookup and the accumulator register (``acc``; passed on
+    gated as ``acc_gated`` to the write-back merge), so the lookup MUXes, the accumulator selects
+    and the merge hold still on base operations (the base operand path through the lane MUXes is
+    not gated).
     """
 
-    def __init__(self, plan: OperandPlan):
+    def __init__(self, plan: OperandPlan, isolate: bool = False):
         self.plan = plan
+        self.isolate = isolate
         n, bits = plan.lanes, plan.vector_bits
         super().__init__({
             "cfg": In(instr_layout(len(plan.configs)).members["cfg"]),
@@ -265,6 +272,7 @@ class TsarOperandMux(wiring.Component):
             "acc": In(bits),
             "group": In(bits * plan.max_group_regs),
             "lane_result": In(LANE_BITS).array(n),
+            **({"en": In(1), "acc_gated": Out(bits)} if isolate else {}),
             "a": Out(LANE_BITS).array(n),
             "b": Out(LANE_BITS).array(n),
             "tree_acc": Out(signed(WIDE_BITS)).array(plan.trees),
@@ -274,6 +282,10 @@ class TsarOperandMux(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         plan = self.plan
+        acc = self.acc
+        if self.isolate:
+            acc = Signal.like(self.acc, name="acc_iso")
+            m.d.comb += [acc.eq(self.acc & self.en.replicate(len(self.acc))), self.acc_gated.eq(acc)]
         lut_a = [Signal(plan.lut_bits, name=f"lut_a{i}") for i in range(plan.lanes)]
         lut_b = [Signal(plan.lut_bits, name=f"lut_b{i}") for i in range(plan.lanes)]
         with m.Switch(self.cfg):
@@ -286,7 +298,7 @@ class TsarOperandMux(wiring.Component):
             cfg = plan.configs[indices[0]]
             picked = []
             for t in range(plan.trees):  # s = F: tree t finishes accumulator word uop*T + t
-                words = [self.acc.word_select(plan.acc_word(cfg, u, t), cfg.acc_bits)
+                words = [acc.word_select(plan.acc_word(cfg, u, t), cfg.acc_bits)
                          for u in range(cfg.tgemv_uops)]
                 picked.append(tree_acc[t].eq((Array(words)[self.uop] if len(words) > 1
                                               else words[0]).as_signed()))
@@ -329,7 +341,7 @@ class TsarOperandMux(wiring.Component):
                             m.d.comb += out[lane].eq(value(lane, side, src))
         for t in range(plan.trees):
             m.d.comb += self.tree_acc[t].eq(Mux(self.tgemv, tree_acc[t],
-                                                self.acc.word_select(t, WIDE_BITS).as_signed()))
+                                                acc.word_select(t, WIDE_BITS).as_signed()))
         return m
 
     def _table(self, cfg: TsarConfig, block: int, term: LutTerm) -> list:
@@ -341,6 +353,8 @@ class TsarOperandMux(wiring.Component):
     def _lookup(self, cfg: TsarConfig, lut_a: list[Signal], lut_b: list[Signal]) -> list:
         """The A/B LUT words of every lane for one configuration, selected by its weight codes."""
         weights = Cat(self.src2, self.src2_hi)
+        if self.isolate:
+            weights = weights & self.en.replicate(len(weights))
         step = tgemv_lane_step(cfg)
         out = []
         for lane in range(self.plan.lanes):

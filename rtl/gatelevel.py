@@ -254,14 +254,30 @@ def format_gate_energy(runs: Sequence[GateActivity]) -> str:
     from .synth import PAPER_ROWS
 
     names = " ".join(f"{r[0][:14]:>14}" for r in PAPER_ROWS)
-    head = (f"{'design':16} {'workload':22} {'cycles':>7} {'MACs':>8} {names} {'nJ':>8} "
+    head = (f"{'design':20} {'workload':22} {'cycles':>7} {'MACs':>8} {names} {'nJ':>8} "
             f"{'pJ/cyc':>7} {'fJ/MAC':>7}")
     lines = [head, "-" * len(head)]
     for r in runs:
         cols = [sum(r.energy_fj.get(b, 0.0) for b in blocks) for _, blocks, *_ in PAPER_ROWS]
         cols[0] += r.energy_fj.get("slice", 0.0)  # the slice's own glue cells
         per_mac = f"{r.total_fj / r.macs:>7.1f}" if r.macs else f"{'-':>7}"
-        lines.append(f"{r.design:16} {r.workload:22} {r.cycles:>7} {r.macs:>8} "
+        lines.append(f"{r.design:20} {r.workload:22} {r.cycles:>7} {r.macs:>8} "
                      + " ".join(f"{c / 1e6:>14.2f}" for c in cols)
                      + f" {r.total_fj / 1e6:>8.2f} {r.total_fj / 1e3 / r.cycles:>7.2f} {per_mac}")
     return "\n".join(lines) + "\n(block columns in nJ)"
+
+
+def format_isolation_saving(runs: Sequence[GateActivity]) -> str:
+    """Per workload: energy without and with operand isolation (runs of a design ``X`` and its
+    ``X-iso``) and the saving, in nJ and per cent."""
+    by = {(r.design, r.workload): r for r in runs}
+    lines = []
+    for (design, workload), iso in by.items():
+        plain = by.get((design.removesuffix("-iso"), workload)) if design.endswith("-iso") else None
+        if plain is None:
+            continue
+        saved = plain.total_fj - iso.total_fj
+        lines.append(f"operand isolation, {plain.design}, {workload}: {plain.total_fj / 1e6:.1f} -> "
+                     f"{iso.total_fj / 1e6:.1f} nJ ({saved / 1e6:+.1f} nJ saved, "
+                     f"{100 * saved / plain.total_fj:.1f} %)")
+    return "\n".join(lines)

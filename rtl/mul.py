@@ -34,13 +34,17 @@ REG_BITS = (VECTOR_REGISTERS - 1).bit_length()
 
 class Multipliers(wiring.Component):
     """Stage M1: ``words`` partitioned 16 x 16 multipliers and ``words/2`` cross multipliers;
-    outputs are registered (``ll``, ``mid``, ``hh`` per word, ``cross`` per dword, ``fn``)."""
+    outputs are registered (``ll``, ``mid``, ``hh`` per word, ``cross`` per dword, ``fn``).
+    ``isolate``: input ``en`` AND-gates both operands (a multiplier operation is in the
+    instruction register), so the array holds zeros while other operations run."""
 
-    def __init__(self, words: int):
+    def __init__(self, words: int, isolate: bool = False):
         self.words = words
+        self.isolate = isolate
         super().__init__({
             "a": In(WORD_BITS).array(words),
             "b": In(WORD_BITS).array(words),
+            **({"en": In(1)} if isolate else {}),
             "fn": In(3),
             "ll": Out(signed(18)).array(words),
             "mid": Out(signed(19)).array(words),
@@ -59,9 +63,13 @@ class Multipliers(wiring.Component):
         def ext(byte, signed_):
             return Mux(signed_, byte.as_signed(), byte.as_unsigned())
 
+        a_in, b_in = list(self.a), list(self.b)
+        if self.isolate:
+            a_in = [x & self.en.replicate(WORD_BITS) for x in a_in]
+            b_in = [x & self.en.replicate(WORD_BITS) for x in b_in]
         for w in range(self.words):
-            a = self.a[w]
-            b = self.b[w] if w % 2 == 0 else Mux(mulld, self.b[w - 1], self.b[w])
+            a = a_in[w]
+            b = b_in[w] if w % 2 == 0 else Mux(mulld, b_in[w - 1], b_in[w])
             a_l, a_h = ext(a[:8], 0), ext(a[8:], word_signed)
             b_l, b_h = ext(b[:8], bytes_), ext(b[8:], word_signed | bytes_)
             al, ah, bl, bh = (Signal(signed(9), name=f"{n}{w}") for n in ("al", "ah", "bl", "bh"))
@@ -72,7 +80,7 @@ class Multipliers(wiring.Component):
                 self.mid[w].eq(Mux(bytes_, 0, al * bh + ah * bl)),
             ]
         for d in range(self.words // 2):
-            m.d.sync += self.cross[d].eq((self.a[2 * d] * self.b[2 * d + 1])[:WORD_BITS])
+            m.d.sync += self.cross[d].eq((a_in[2 * d] * b_in[2 * d + 1])[:WORD_BITS])
         m.d.sync += self.fn_q.eq(fn)
         return m
 

@@ -153,14 +153,16 @@ class PowerEstimate:
 
 
 def relative_power(base_synth: SynthResult, tsar_synth: SynthResult, cfg: TsarConfig,
-                   instructions: int = 120, seed: int = 0) -> list[PowerEstimate]:
+                   instructions: int = 120, seed: int = 0, isolate: bool = False) -> list[PowerEstimate]:
     """Three estimates: base slice and T-SAR slice on the same base stream, and the T-SAR slice
-    on a TLUT/TGEMV kernel stream. Weights are the cells per block of the syntheses."""
+    on a TLUT/TGEMV kernel stream (``isolate``: the slices with operand isolation, as
+    synthesized). Weights are the cells per block of the syntheses."""
     rng = np.random.default_rng(seed)
     program = base_stream(rng, instructions)
-    runs = [("base stream", base_synth, VectorUnit(cfg.vector_bits), program),
-            ("base stream", tsar_synth, VectorUnit(cfg.vector_bits, (cfg,)), program),
-            ("T-SAR GEMV stream", tsar_synth, VectorUnit(cfg.vector_bits, (cfg,)),
+    bits, lr = cfg.vector_bits, "latch"
+    runs = [("base stream", base_synth, VectorUnit(bits, (), lr, isolate), program),
+            ("base stream", tsar_synth, VectorUnit(bits, (cfg,), lr, isolate), program),
+            ("T-SAR GEMV stream", tsar_synth, VectorUnit(bits, (cfg,), lr, isolate),
              tsar_stream(cfg, max(1, instructions // 40)))]
     raw = []
     for workload, synth, unit, prog in runs:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from amaranth.hdl import Cat, Const, Module, Mux
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -39,7 +39,13 @@ class SimdSlice(wiring.Component):
     """One 256-bit (``vector_bits``) AVX2 integer SIMD port, optionally with T-SAR.
 
     ``tsar``: the T-SAR configurations it executes (empty: the base port); ``lut_read``: the
-    LUT-group read policy (:mod:`.extension`). The register file is outside: the port drives
+    LUT-group read policy (:mod:`.extension`); ``isolate``: operand isolation (AND gates in the
+    blocks' inputs, no state): the multipliers' operands are zero unless a multiplier operation is
+    in the instruction register, and on a T-SAR port the weight codes of the LUT lookup, the
+    accumulator register into the tree and write-back selects, and the lane results into the
+    reduction trees are zero unless a TLUT or TGEMV is; both enables come straight from the
+    instruction register and the decode ROM. Functionally invisible; off, the Verilog is the same
+    as without the option. The register file is outside: the port drives
     :data:`~tsar.rtl.regfile.READ_PORTS` read addresses (``src1``, ``src2``, ``dst``; during a
     TGEMV ``src2 | 1`` for the second weight register, during a group load the group) and one
     write port. ``load_data``: the memory operand (``src2`` and, for two-register weights, the
@@ -48,7 +54,7 @@ class SimdSlice(wiring.Component):
     """
 
     def __init__(self, vector_bits: int = 256, tsar: Sequence[TsarConfig] = (),
-                 lut_read: str = "latch"):
+                 lut_read: str = "latch", isolate: bool = False):
         if lut_read not in LUT_READ_POLICIES:
             raise ValueError(f"lut_read={lut_read!r}: expected one of {', '.join(LUT_READ_POLICIES)}")
         self.vector_bits = vector_bits
@@ -56,6 +62,7 @@ class SimdSlice(wiring.Component):
         self.trees = self.words // ADDER_TREE_FAN_IN
         self.configs = tuple(tsar)
         self.lut_read = lut_read
+        self.isolate = bool(isolate)
         self.plan = OperandPlan(vector_bits, self.configs) if self.configs else None
         self.load_regs = max([1] + [c.weight_regs for c in self.configs])
         super().__init__({
@@ -77,12 +84,14 @@ class SimdSlice(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         n, bits = self.words, self.vector_bits
-        m.submodules.decode = dec = Decode(len(self.configs), n)
+        m.submodules.decode = dec = Decode(len(self.configs), n, self.isolate)
         m.submodules.alu = alu = SimdAlu(n)
-        m.submodules.mul = mul = Multipliers(n)
+        m.submodules.mul = mul = Multipliers(n, self.isolate)
         m.submodules.dot = dot = DotCombine(n)
         m.submodules.pipe = pipe = ResultPipe(bits)
         m.submodules.writeback = wb = WriteBack(bits)
+        if self.isolate:
+            m.d.comb += mul.en.eq(dec.mul_op)
         wiring.connect(m, wiring.flipped(self.issue), dec.issue)
         ir = dec.ir
         src1 = self.rd_data[0]
@@ -120,11 +129,17 @@ class SimdSlice(wiring.Component):
 
         plan = self.plan
         m.submodules.tsar_sequencer = seq = TsarSequencer(plan, self.lut_read)
-        m.submodules.tsar_operands = ops = TsarOperandMux(plan)
-        m.submodules.tsar_trees = trees = AdderTrees(n, plan.constants, plan.wide_lanes)
+        m.submodules.tsar_operands = ops = TsarOperandMux(plan, self.isolate)
+        m.submodules.tsar_trees = trees = AdderTrees(n, plan.constants, plan.wide_lanes, self.isolate)
         m.submodules.tsar_lutbuf = buf = LutBuffer(plan, self.lut_read)
         m.submodules.tsar_writeback = twb = TsarWriteBackMux(plan)
         uop = seq.tlut | seq.tgemv
+        twb_acc = self.rd_data[2]
+        if self.isolate:
+            tsar_ir = Signal()  # a TLUT or TGEMV (op[1]) is in the instruction register
+            m.d.comb += [tsar_ir.eq(dec.ir_valid & ir.op.as_value()[1]), ops.en.eq(tsar_ir),
+                         trees.en.eq(tsar_ir)]
+            twb_acc = ops.acc_gated
         src2_hi = Mux(ir.mem, self.load_data[bits:] if self.load_regs > 1 else 0, self.rd_data[0])
         with m.If(seq.loading):
             m.d.comb += [self.rd_addr[i].eq(ir.src1 + READ_PORTS * seq.load_step + i)
@@ -160,7 +175,7 @@ class SimdSlice(wiring.Component):
             twb.cfg.eq(ir.cfg), twb.tlut.eq(seq.tlut), twb.tgemv.eq(seq.tgemv), twb.uop.eq(seq.uop),
             twb.dst.eq(ir.dst), twb.reg_offset.eq(seq.reg_offset),
             twb.base_en.eq(wb.en), twb.base_addr.eq(wb.addr), twb.base_data.eq(wb.data),
-            twb.acc.eq(self.rd_data[2]),
+            twb.acc.eq(twb_acc),
             *(twb.lane_result[i].eq(alu.result[i]) for i in range(n)),
             *(twb.tree_sum[t].eq(trees.sum[t]) for t in range(self.trees)),
             self.wb_en.eq(twb.en), self.wb_addr.eq(twb.addr), self.wb_data.eq(twb.data),

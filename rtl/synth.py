@@ -29,6 +29,7 @@ from amaranth.back import rtlil, verilog
 from tsar.isa.config import TsarConfig
 from tsar.isa.toolchain import cache_dir
 
+from .cachekey import design_key
 from .cells import CELLS, NAND2_AREA, liberty
 from .slice import BASE_BLOCKS, SimdSlice
 
@@ -90,9 +91,10 @@ def slice_name(vector_bits: int, configs: Sequence[TsarConfig]) -> str:
     return f"{vector_bits}-" + ("+".join(c.name for c in configs) if configs else "base")
 
 
-def to_verilog(vector_bits: int = 256, configs: Sequence[TsarConfig] = (), lut_read: str = "latch") -> str:
+def to_verilog(vector_bits: int = 256, configs: Sequence[TsarConfig] = (), lut_read: str = "latch",
+               isolate: bool = False) -> str:
     """Synthesizable Verilog of a port (top module ``slice``)."""
-    design = SimdSlice(vector_bits, configs, lut_read)
+    design = SimdSlice(vector_bits, configs, lut_read, isolate)
     return verilog.convert(design, name=TOP, ports=None)
 
 
@@ -107,14 +109,15 @@ class _Job:
     """One Yosys run in a temporary directory (started at construction, collected by result())."""
 
     def __init__(self, vector_bits: int, configs: Sequence[TsarConfig], use_cache: bool,
-                 lut_read: str = "latch"):
-        design = SimdSlice(vector_bits, configs, lut_read)
-        self.name = slice_name(vector_bits, configs) + (f"-{lut_read}" if configs else "")
+                 lut_read: str = "latch", isolate: bool = False):
+        design = SimdSlice(vector_bits, configs, lut_read, isolate)
+        self.name = (slice_name(vector_bits, configs) + (f"-{lut_read}" if configs else "")
+                     + ("-iso" if isolate else ""))
         self.blocks = design.blocks
         text = rtlil.convert(design, name=TOP)
         script = SCRIPT.format(top=TOP, blocks=" ".join(f"{TOP}.{b}" for b in self.blocks))
         lib = liberty()
-        key = hashlib.sha256("\0".join((text, script, lib)).encode()).hexdigest()[:20]
+        key = hashlib.sha256("\0".join((design_key(text), script, lib)).encode()).hexdigest()[:20]
         self.cache_file = cache_dir("rtl-synth") / f"{key}.json"
         self.start = time.monotonic()
         self.proc = None
@@ -168,9 +171,10 @@ def parse_ltp(text: str) -> dict[str, int]:
 
 
 def synthesize(variants: Sequence[tuple[int, Sequence[TsarConfig]]], use_cache: bool = True,
-               lut_read: str = "latch") -> list[SynthResult]:
-    """Synthesize each ``(vector_bits, configs)`` port; the Yosys runs go in parallel."""
-    jobs = [_Job(bits, configs, use_cache, lut_read) for bits, configs in variants]
+               lut_read: str = "latch", isolate: bool = False) -> list[SynthResult]:
+    """Synthesize each ``(vector_bits, configs)`` port (``lut_read``, ``isolate``: as in
+    :class:`~tsar.rtl.slice.SimdSlice`); the Yosys runs go in parallel."""
+    jobs = [_Job(bits, configs, use_cache, lut_read, isolate) for bits, configs in variants]
     return [job.result() for job in jobs]
 
 

@@ -17,7 +17,8 @@ from .slice import SimdSlice
 
 class VectorUnit(wiring.Component):
     """:class:`SimdSlice` (submodule ``slice``) wired to a :class:`RegisterFile` (``regfile``) of
-    :data:`~tsar.rtl.regfile.READ_PORTS` read ports; ``load_data`` is the memory operand.
+    :data:`~tsar.rtl.regfile.READ_PORTS` read ports; ``load_data`` is the memory operand;
+    ``lut_read`` and ``isolate`` as in :class:`SimdSlice`.
 
     Register-file model limitation: a multi-uop instruction reads its sources every uop, so its
     sources must not overlap registers it has already written (a renamed core reads the old
@@ -25,8 +26,8 @@ class VectorUnit(wiring.Component):
     """
 
     def __init__(self, vector_bits: int = 256, tsar: Sequence[TsarConfig] = (),
-                 lut_read: str = "latch"):
-        self.slice = SimdSlice(vector_bits, tsar, lut_read)
+                 lut_read: str = "latch", isolate: bool = False):
+        self.slice = SimdSlice(vector_bits, tsar, lut_read, isolate)
         self.regfile = RegisterFile(vector_bits)
         super().__init__({"issue": In(issue_signature(len(self.slice.configs))), "done": Out(1),
                           "idle": Out(1), "load_data": In(vector_bits * self.slice.load_regs)})

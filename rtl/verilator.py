@@ -30,6 +30,8 @@ from pathlib import Path
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.isa.toolchain import cache_dir
 
+from .cachekey import design_key
+
 TOP = "unit"
 
 HARNESS = r"""
@@ -157,13 +159,15 @@ def _mangle(name: str) -> str:
     return name.replace("__", "___05F")
 
 
-def unit_verilog(vector_bits: int, configs: Sequence[TsarConfig], lut_read: str) -> str:
+def unit_verilog(vector_bits: int, configs: Sequence[TsarConfig], lut_read: str,
+                 isolate: bool = False) -> str:
     """Verilog of the unit (top module :data:`TOP`), register storage public to the harness."""
     from amaranth.back import verilog
 
     from .unit import VectorUnit
 
-    text = verilog.convert(VectorUnit(vector_bits, tuple(configs), lut_read), name=TOP, ports=None)
+    text = verilog.convert(VectorUnit(vector_bits, tuple(configs), lut_read, isolate), name=TOP,
+                           ports=None)
     start = text.index(f"module \\{TOP}.regfile ")
     end = text.index("endmodule", start)
     module, n = re.subn(r"(reg \[\d+:0\] r\d+)( = )", r"\1 /*verilator public_flat_rw*/\2",
@@ -193,11 +197,11 @@ def _compile(cmd: list[str], cwd: Path) -> None:
 
 
 def build(vector_bits: int, configs: Sequence[TsarConfig] = (), lut_read: str = "latch",
-          jobs: int | None = None) -> Path:
+          jobs: int | None = None, isolate: bool = False) -> Path:
     """The compiled shared object of the unit, built unless the cache has it."""
     load_bits = vector_bits * max([1] + [c.weight_regs for c in configs])
-    return build_verilog(unit_verilog(vector_bits, configs, lut_read), vector_bits, load_bits,
-                         jobs=jobs)
+    return build_verilog(unit_verilog(vector_bits, configs, lut_read, isolate), vector_bits,
+                         load_bits, jobs=jobs)
 
 
 def build_verilog(text: str, vector_bits: int, load_bits: int, *, coverage: bool = False,
@@ -209,7 +213,8 @@ def build_verilog(text: str, vector_bits: int, load_bits: int, *, coverage: bool
     flags = (*FLAGS, *(("--coverage-toggle",) if coverage else ()))
     version = subprocess.run([*verilator_command(), "--version"], capture_output=True, text=True).stdout
     cxx_opts = GATE_CXXFLAGS if coverage else CXXFLAGS
-    key = hashlib.sha256("\0".join((text, harness, *flags, *cxx_opts, version)).encode()).hexdigest()[:20]
+    key = hashlib.sha256("\0".join((design_key(text), harness, *flags, *cxx_opts, version))
+                         .encode()).hexdigest()[:20]
     out = cache_dir("rtl-verilator") / f"{TOP}-{key}.so"
     if out.is_file():
         return out
@@ -244,9 +249,9 @@ def build_verilog(text: str, vector_bits: int, load_bits: int, *, coverage: bool
 
 
 @cache
-def _built(vector_bits: int, configs: tuple[TsarConfig, ...], lut_read: str) -> str:
+def _built(vector_bits: int, configs: tuple[TsarConfig, ...], lut_read: str, isolate: bool) -> str:
     """:func:`build` once per process and unit (the Verilog takes seconds to generate)."""
-    return str(build(vector_bits, configs, lut_read))
+    return str(build(vector_bits, configs, lut_read, isolate=isolate))
 
 
 @cache
@@ -268,9 +273,9 @@ class CompiledModel:
     """One instance of a compiled unit: registers, issue, drain, streams (cycles counted in C)."""
 
     def __init__(self, vector_bits: int, configs: Sequence[TsarConfig] = (), lut_read: str = "latch",
-                 library: str | None = None):
+                 library: str | None = None, isolate: bool = False):
         self.vector_bits = vector_bits
-        self.lib = _library(library or _built(vector_bits, tuple(configs), lut_read))
+        self.lib = _library(library or _built(vector_bits, tuple(configs), lut_read, bool(isolate)))
         self.reg_words = self.lib.tsar_reg_words()
         self.load_words = self.lib.tsar_load_words()
         self.handle = ctypes.c_void_p(self.lib.tsar_new())

