@@ -21,6 +21,7 @@ from tsar.frames import Tabular
 from tsar.kernels.tsar_plan import kernel_names
 from tsar.layer_time import counts_for, modelled, platform_named
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
+from tsar.sim.platforms import Platform
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,14 @@ class ModelEstimate(Tabular):
         return None
 
 
-def evaluate(model: str, platform: str, *, threads: int | None = None,
+def evaluate(model: str, platform: str | Platform, *, threads: int | None = None,
              tsar_kernels: Sequence[str] | None = None,
              progress: Callable[[str], None] | None = None) -> ModelEstimate:
+    """Decode and prefill estimates of ``model`` on ``platform`` (a name, or a resolved
+    :class:`Platform`: a sweep passes the host's description measured once, not re-measured)."""
     tsar_kernels = kernel_names() if tsar_kernels is None else tsar_kernels  # registered now
     cfg = get_model(model)
-    plat = platform_named(platform)
+    plat = platform_named(platform) if isinstance(platform, str) else platform
     threads = threads or plat.threads
     estimates = []
     step = Steps(len(cfg.gemv_shapes()), progress or (lambda _m: None))
@@ -101,7 +104,8 @@ def evaluate(model: str, platform: str, *, threads: int | None = None,
         best_prefill = min(tsar_kernels, key=prefill.get)
         estimates.append(LayerEstimate(shape, best, decode[best], decode["tl2"], prefill[best_prefill],
                                        prefill["tl2"], best_prefill))
-    return ModelEstimate(cfg.name, platform, threads, cfg.layers, tuple(estimates))
+    name = platform if isinstance(platform, str) else plat.name
+    return ModelEstimate(cfg.name, name, threads, cfg.layers, tuple(estimates))
 
 
 def format_estimates(results: Sequence[ModelEstimate]) -> str:

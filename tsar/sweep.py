@@ -38,6 +38,7 @@ from tsar.isa.config import TsarConfig, get_config
 from tsar.isa.isafile import load_isa_file, register_definitions
 from tsar.isa.toolchain import cache_dir, write_atomic
 from tsar.kernels.tsar_plan import FLOWS, kernel_name, unsupported_reason
+from tsar.sim.platforms import Platform
 
 try:
     import tomllib
@@ -67,13 +68,16 @@ class SweepSpec:
 
 @dataclass(frozen=True)
 class Job:
-    """One evaluation: the variant's definition travels with it (workers register it)."""
+    """One evaluation: the variant's definition and the platform's description travel with it
+    (workers register the variant and time on ``described``, so a platform that is measured, such
+    as ``host``, is measured once by the caller and every job sees the same figures)."""
 
     definition: tuple[tuple[str, object], ...]
     kernels: tuple[str, ...]
     model: str
     platform: str
     threads: int
+    described: Platform
 
     @property
     def variant(self) -> str:
@@ -135,6 +139,9 @@ def load_spec(path: str | Path) -> SweepSpec:
 
 def jobs(spec: SweepSpec) -> list[Job]:
     """Every (variant, model, platform, threads) job, in a fixed order."""
+    from tsar.layer_time import platform_named
+
+    described = {name: platform_named(name) for name in spec.platforms}
     out = []
     for name in spec.variants:
         cfg = get_config(name)
@@ -143,21 +150,15 @@ def jobs(spec: SweepSpec) -> list[Job]:
         for model in spec.models:
             for platform in spec.platforms:
                 for threads in spec.threads:
-                    out.append(Job(definition, kernels, model, platform, threads))
+                    out.append(Job(definition, kernels, model, platform, threads, described[platform]))
     return out
-
-
-def _platform_digest(name: str) -> str:
-    from tsar.layer_time import platform_named
-
-    return hashlib.sha256(repr(platform_named(name)).encode()).hexdigest()[:16]
 
 
 def job_key(job: Job) -> str:
     """Content hash of what a job's result depends on: the variant's definition, its kernels, the
     model, the platform's description, threads and the project version."""
     text = json.dumps({"definition": dict(job.definition), "kernels": job.kernels, "model": job.model,
-                       "platform": _platform_digest(job.platform), "threads": job.threads,
+                       "platform": hashlib.sha256(repr(job.described).encode()).hexdigest()[:16], "threads": job.threads,
                        "version": __version__}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -168,7 +169,7 @@ def run_job(job: Job) -> list[dict]:
     register_definitions([dict(job.definition)])
     from tsar.model_eval import evaluate
 
-    est = evaluate(job.model, job.platform, threads=job.threads or None, tsar_kernels=job.kernels)
+    est = evaluate(job.model, job.described, threads=job.threads or None, tsar_kernels=job.kernels)
     cfg = TsarConfig(**dict(job.definition))
     base = {"variant": cfg.name, "c": cfg.c, "s": cfg.s, "vector_bits": cfg.vector_bits,
             "lut_layout": cfg.lut_layout, "acc_bits": cfg.acc_bits, "weight_code": cfg.weight_code,

@@ -42,6 +42,39 @@ def test_spec_and_jobs(tmp_path):
     assert js[1].kernels == ("tsar-c2s4-i32-op",) and dict(js[1].definition)["acc_bits"] == 32
 
 
+def test_jobs_carry_the_platform_described_once(tmp_path, monkeypatch):
+    """A platform is resolved once per sweep (the host is measured once, not by every worker), its
+    description travels with each job, keys the cache, and is what the job is timed on."""
+    import dataclasses
+
+    import tsar.layer_time
+    import tsar.model_eval
+    from tsar.sweep import job_key, run_job
+
+    calls = []
+    real = tsar.layer_time.platform_named
+    monkeypatch.setattr(tsar.layer_time, "platform_named", lambda name: calls.append(name) or real(name))
+    js = jobs(load_spec(_spec(tmp_path, SMALL)))
+    assert calls.count("laptop") == 2  # once checking the spec, once for all the jobs
+    assert js[0].described is js[1].described and js[0].described.name == "laptop"
+    faster = dataclasses.replace(js[0], described=dataclasses.replace(
+        js[0].described, core=dataclasses.replace(js[0].described.core, frequency_ghz=9.0)))
+    assert job_key(faster) != job_key(js[0])
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_evaluate(model, platform, **_kw):
+        seen.append(platform)
+        raise Stop
+
+    monkeypatch.setattr(tsar.model_eval, "evaluate", fake_evaluate)
+    with pytest.raises(Stop):
+        run_job(faster)
+    assert seen == [faster.described] and seen[0].core.frequency_ghz == 9.0
+
+
 @pytest.mark.parametrize(("body", "message"), [
     (SMALL + "colour = 1\n", "unknown key 'colour'"),
     (SMALL.replace('["c2s4", "c2s4-i32"]', '["c9"]'), "unknown T-SAR configuration 'c9'"),
@@ -63,10 +96,12 @@ def test_pareto_front():
 @pytest.mark.slow
 def test_pool_and_local_cluster_give_identical_tables(tmp_path):
     pytest.importorskip("distributed")
-    spec = load_spec(_spec(tmp_path, SMALL))
+    # the host is measured once per sweep and its description sent to the workers, so its rows
+    # agree too (each worker measuring the host itself gave different tables)
+    spec = load_spec(_spec(tmp_path, SMALL.replace('["laptop"]', '["laptop", "host"]')))
     pool = run_sweep(spec, workers=2, use_cache=False, with_area=False)
     dask = run_sweep(spec, dask="local:2", use_cache=False, with_area=False)
-    assert pool == dask and len(pool) == 4
+    assert pool == dask and len(pool) == 8
     assert {r["phase"] for r in pool} == {"decode", "prefill"} and all(r["tsar"] > 0 for r in pool)
     seen = []
     again = run_sweep(spec, with_area=False, progress=seen.append)  # everything from the cache
@@ -75,4 +110,4 @@ def test_pool_and_local_cluster_give_identical_tables(tmp_path):
     rows = read_csv(tmp_path / "r.csv")
     assert rows == pool and list(rows[0]) == list(COLUMNS)
     page = write_sweep_report(tmp_path / "r.html", rows, "r.csv")
-    assert page.read_text().count("<img") == 1
+    assert page.read_text().count("<img") == 2  # one Pareto plot per platform
