@@ -39,12 +39,12 @@ HARNESS = r"""
 #include <cstring>
 #include "V@TOP@.h"
 #include "V@TOP@___024root.h"
-#include "verilated.h"
+#include "verilated.h"@FAST_DECL@
 
 struct Model {
     VerilatedContext ctx;
     V@TOP@ *m;
-    uint64_t cycle = 0;
+    uint64_t cycle = 0;@FAST_FIELD@
     EData *regs[@NREGS@];
 };
 
@@ -53,7 +53,7 @@ struct Model {
    value, which saves the falling-edge eval (found in the generated header at build time; without
    it the clock is lowered and evaluated). Only state-driven outputs (ready, idle) are read, so
    no eval is needed between the edge and the next input change. */
-static inline void tick(Model *h) {
+static inline void tick(Model *h) {@FAST_TICK@
 #ifdef PREV_CLK
     h->m->rootp->PREV_CLK = 0;
 #else
@@ -63,7 +63,7 @@ static inline void tick(Model *h) {
     h->cycle++;
 }
 
-static inline void set_load(Model *h, const uint32_t *load) {
+static inline void set_load(Model *h, const uint32_t *load) {@DIRTY@
     for (int i = 0; i < @LOAD_WORDS@; i++) h->m->@LOAD@[i] = load[i];
 }
 
@@ -91,7 +91,7 @@ void tsar_read(void *p, int reg, uint32_t *w) {
 uint64_t tsar_issue(void *p, uint64_t instr, const uint32_t *load) {
     Model *h = (Model *)p;
     h->m->@INSTR@ = instr;
-    h->m->@VALID@ = 1;
+    h->m->@VALID@ = 1;@DIRTY@
     for (;;) {
         int ready = h->m->@READY@;
         tick(h);
@@ -121,10 +121,43 @@ void tsar_stream(void *p, int n, const uint64_t *instrs, const uint32_t *loads, 
 }
 """
 """C harness: ``@...@`` placeholders are filled from the unit (port names as Verilator mangles
-them, widths, the register file's storage)."""
+them, widths, the register file's storage) and, in compiled RTL models, with :data:`FAST_TICK`."""
+
+FAST_TICK = {
+    "FAST_DECL": """
+#if defined(FAST_EVAL) && defined(PREV_CLK)
+bool V@TOP@___024root___eval_phase__act(V@TOP@___024root *);
+bool V@TOP@___024root___eval_phase__nba(V@TOP@___024root *);
+#define FAST_TICK 1
+#endif""",
+    "FAST_FIELD": "\n    bool dirty = true;  /* an input or a register changed since the last eval */",
+    "FAST_TICK": """
+#ifdef FAST_TICK
+    /* Nothing written since the last eval: the input-driven logic (Verilator's 'ico' region, which
+       eval() re-runs on every call) is settled, so only the edge's active/NBA loop runs, as in
+       eval(). Logic fed by both inputs and state is in both regions, so this is the same result. */
+    if (!h->dirty) {
+        V@TOP@___024root *r = h->m->rootp;
+        r->PREV_CLK = 0;
+        h->m->clk = 1;
+        do { while (V@TOP@___024root___eval_phase__act(r)) {} } while (V@TOP@___024root___eval_phase__nba(r));
+        h->cycle++;
+        return;
+    }
+    h->dirty = false;
+#endif""",
+    "DIRTY": " h->dirty = true;",
+}
+"""Fill of the harness's ``FAST_*`` / ``DIRTY`` placeholders in compiled RTL models: cycles in
+which the harness changed no input skip Verilator's input-driven region (``-DFAST_EVAL`` when
+the generated code has the phase functions it calls; gate-level models leave them empty, so
+their cached builds keep their keys)."""
 
 FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert", "-Wno-fatal",
          "-Wno-lint", "-Wno-style", "-Wno-CASEINCOMPLETE", "--output-split", "20000")
+RTL_FLAGS = ("--inline-mult", "1000000", "--output-split", "0")
+"""Verilator flags of compiled RTL models only: inline every module, one C++ file (one flat
+evaluation the compiler sees whole; the last --output-split wins)."""
 CXXFLAGS = ("-O2", "-fPIC", "-std=c++20", "-w")
 GATE_CXXFLAGS = ("-O0", "-fPIC", "-std=c++20", "-w")
 """Gate-level models compile without optimisation: their generated code (tens of MB for a
@@ -177,8 +210,9 @@ def unit_verilog(vector_bits: int, configs: Sequence[TsarConfig], lut_read: str,
     return text[:start] + module + text[end:]
 
 
-def _harness(vector_bits: int, load_bits: int) -> str:
-    fill = {
+def _harness(vector_bits: int, load_bits: int, fast: bool = False) -> str:
+    top = FAST_TICK if fast else dict.fromkeys(FAST_TICK, "")
+    fill = {**{k: v.replace("@TOP@", TOP) for k, v in top.items()},
         "TOP": TOP, "NREGS": str(VECTOR_REGISTERS), "REG_WORDS": str(vector_bits // 32),
         "LOAD_WORDS": str(load_bits // 32), "LOAD": "load_data", "VALID": _mangle("issue__valid"),
         "READY": _mangle("issue__ready"), "INSTR": _mangle("issue__instr"),
@@ -209,8 +243,8 @@ def build_verilog(text: str, vector_bits: int, load_bits: int, *, coverage: bool
     """Verilate and compile ``text`` (top module :data:`TOP` with the unit's ports and a
     register file ``regfile`` of public registers) with the harness; ``coverage``: Verilator's
     toggle coverage (:mod:`.gatelevel`). Cached by a hash of everything that goes in."""
-    harness = _harness(vector_bits, load_bits)
-    flags = (*FLAGS, *(("--coverage-toggle",) if coverage else ()))
+    harness = _harness(vector_bits, load_bits, fast=not coverage)
+    flags = (*FLAGS, *(("--coverage-toggle",) if coverage else RTL_FLAGS))
     version = subprocess.run([*verilator_command(), "--version"], capture_output=True, text=True).stdout
     cxx_opts = GATE_CXXFLAGS if coverage else CXXFLAGS
     key = hashlib.sha256("\0".join((design_key(text), harness, *flags, *cxx_opts, version))
@@ -228,11 +262,14 @@ def build_verilog(text: str, vector_bits: int, load_bits: int, *, coverage: bool
         obj = work / "obj"
         header = (obj / f"V{TOP}___024root.h").read_text()
         prev = re.search(r"\b(__Vtrigprevexpr___TOP__clk__\d+)\b", header)
+        code = "".join(p.read_text() for p in obj.glob(f"V{TOP}___024root__*.cpp"))
+        fast = all(f"V{TOP}___024root___eval_phase__{r}(" in code for r in ("act", "nba"))
         sources = [*sorted(obj.glob("*.cpp")), work / "harness.cpp", inc / "verilated.cpp",
                    inc / "verilated_threads.cpp", *((inc / "verilated_cov.cpp",) if coverage else ())]
         cxxflags = [*cxx_opts, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-DVM_TRACE=0",
                     f"-DVM_COVERAGE={int(coverage)}", "-DVM_SC=0", "-DVM_TIMING=0",
-                    *([f"-DPREV_CLK={prev.group(1)}"] if prev else [])]
+                    *([f"-DPREV_CLK={prev.group(1)}"] if prev else []),
+                    *(["-DFAST_EVAL"] if fast and not coverage else [])]
         cxx = os.environ.get("CXX", "g++")
 
         def one(src: Path) -> Path:
