@@ -33,6 +33,18 @@ def _groups(rows: Sequence[dict]) -> dict[tuple[str, str, int], dict[str, dict[s
     return out
 
 
+def label_rows(points: Sequence[tuple[float, float]], near: float = 0.05) -> list[int]:
+    """Label row of each point (0, 1, ...): points within ``near`` of each other in both axes,
+    as fractions of the data's span, get stacked labels instead of overprinted ones."""
+    span = [max(1e-30, max(c) - min(c)) for c in zip(*points, strict=True)] if points else []
+    rows: list[int] = []
+    for i, (x, y) in enumerate(points):
+        taken = {rows[j] for j, (u, v) in enumerate(points[:i])
+                 if abs(x - u) / span[0] < near and abs(y - v) / span[1] < near}
+        rows.append(min(set(range(len(taken) + 1)) - taken))
+    return rows
+
+
 def _plot(key: tuple[str, str, int], variants: dict[str, dict[str, dict]]) -> str:
     import matplotlib
 
@@ -42,12 +54,13 @@ def _plot(key: tuple[str, str, int], variants: dict[str, dict[str, dict]]) -> st
     names = [v for v, ph in variants.items() if {"decode", "prefill"} <= set(ph)]
     points = [(variants[v]["prefill"]["tsar"], variants[v]["decode"]["tsar"]) for v in names]
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    for (p, d), name in zip(points, names, strict=True):
+    rows = label_rows(points)
+    for (p, d), name, row in zip(points, names, rows, strict=True):
         area = variants[name]["decode"].get("area_overhead_pct")
         paper = name in PAPER_VARIANTS
         ax.scatter([p], [d], marker="s" if paper else "o", color="C1" if paper else "C0", zorder=3)
         ax.annotate(f"{name}" + (f" (+{area:.1f}% area)" if area is not None else ""), (p, d),
-                    textcoords="offset points", xytext=(4, 4), fontsize=7)
+                    textcoords="offset points", xytext=(4, 4 + 9 * row), fontsize=7)
     front = pareto(points)
     ax.plot([points[i][0] for i in front], [points[i][1] for i in front], "--", color="C0", lw=1)
     any_row = next(iter(variants.values()))

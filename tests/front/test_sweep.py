@@ -111,3 +111,12 @@ def test_pool_and_local_cluster_give_identical_tables(tmp_path):
     assert rows == pool and list(rows[0]) == list(COLUMNS)
     page = write_sweep_report(tmp_path / "r.html", rows, "r.csv")
     assert page.read_text().count("<img") == 2  # one Pareto plot per platform
+
+
+def test_label_rows_stack_labels_of_coincident_points():
+    from tsar.sweep_report import label_rows
+
+    # three variants at the same (prefill, decode) point, one apart, one near only in x
+    points = [(0.095, 496.0), (0.0951, 496.2), (0.0952, 496.1), (0.187, 496.0), (0.0951, 594.0)]
+    assert label_rows(points) == [0, 1, 2, 0, 0]
+    assert label_rows([]) == [] and label_rows([(1.0, 1.0)]) == [0]
