@@ -157,9 +157,10 @@ def jobs(spec: SweepSpec) -> list[Job]:
 def job_key(job: Job) -> str:
     """Content hash of what a job's result depends on: the variant's definition, its kernels, the
     model, the platform's description, threads and the project version."""
+    platform = hashlib.sha256(repr(job.described).encode()).hexdigest()[:16]
     text = json.dumps({"definition": dict(job.definition), "kernels": job.kernels, "model": job.model,
-                       "platform": hashlib.sha256(repr(job.described).encode()).hexdigest()[:16], "threads": job.threads,
-                       "version": __version__}, sort_keys=True, default=str)
+                       "platform": platform, "threads": job.threads, "version": __version__},
+                      sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
