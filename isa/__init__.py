@@ -4,14 +4,14 @@ Everything here derives from the configurations in :mod:`tsar.isa.config` and th
 table built from them in :mod:`tsar.isa.instructions`.
 """
 
-from .assembler import AssemblyError, Program, assemble, assemble_file
-from .codec import EncodingError, InvalidInstruction, TsarInstruction, decode, encode, is_tsar, make
-from .config import C2S4, C2S4_128, C4S4, TsarConfig, configs, get_config, register_config
-from .disassembler import DecodedLine, disassemble, format_lines
-from .instructions import Field, InstructionSpec, Kind, OperandSpec, by_mnemonic, instructions
-from .operands import Memory, Register
-from .semantics import pack_tile, tgemv, tlut, unpack_tile, weight_codes
-from .stream import Decoded, decode_one, decode_stream
+from tsar.isa.assembler import AssemblyError, Program, assemble, assemble_file
+from tsar.isa.codec import EncodingError, InvalidInstruction, TsarInstruction, decode, encode, is_tsar, make
+from tsar.isa.config import C2S4, C2S4_128, C4S4, TsarConfig, configs, get_config, register_config
+from tsar.isa.disassembler import DecodedLine, disassemble, format_lines
+from tsar.isa.instructions import Field, InstructionSpec, Kind, OperandSpec, by_mnemonic, instructions
+from tsar.isa.operands import Memory, Register
+from tsar.isa.semantics import pack_tile, tgemv, tlut, unpack_tile, weight_codes
+from tsar.isa.stream import Decoded, decode_one, decode_stream
 
 __all__ = [
     "C2S4", "C2S4_128", "C4S4", "AssemblyError", "Decoded", "DecodedLine", "EncodingError", "Field",

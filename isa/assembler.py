@@ -18,10 +18,10 @@ from pathlib import Path
 
 from keystone import KS_ARCH_X86, KS_MODE_64, KS_OPT_SYNTAX_INTEL, Ks, KsError
 
-from . import codec, syntax
-from .instructions import mnemonics
-from .modrm import INT32_MAX, INT32_MIN
-from .operands import Memory
+from tsar.isa import codec, syntax
+from tsar.isa.instructions import mnemonics
+from tsar.isa.modrm import INT32_MAX, INT32_MIN
+from tsar.isa.operands import Memory
 
 _LABEL_RE = re.compile(r"^\s*([A-Za-z_.$][\w.$@?]*)\s*:(?!:)")
 _WORD_RE = re.compile(r"[A-Za-z_.$][\w.$@?]*")
@@ -265,7 +265,7 @@ def _check_text(st: _Statement, filename: str) -> None:
 def _check_output(statements: list[_Statement], line_addr: list[int], code: bytes, base: int,
                   filename: str) -> None:
     """Every instruction line must produce bytes that decode back, whole, as valid x86."""
-    from .stream import decode_stream
+    from tsar.isa.stream import decode_stream
 
     for i, st in enumerate(statements):
         if st.tsar is not None or not st.body or st.body.startswith("."):

@@ -27,10 +27,18 @@ import hashlib
 import textwrap
 from pathlib import Path
 
-from .config import VECTOR_REGISTERS
-from .instructions import MEMORY_SIZE_NAMES, VEX_MAP, Field, InstructionSpec, Kind, OperandSpec, instructions
-from .operands import GPR64
-from .toolchain import cache_dir, write_atomic
+from tsar.common.toolchain import cache_dir, write_atomic
+from tsar.isa.config import VECTOR_REGISTERS
+from tsar.isa.instructions import (
+    MEMORY_SIZE_NAMES,
+    VEX_MAP,
+    Field,
+    InstructionSpec,
+    Kind,
+    OperandSpec,
+    instructions,
+)
+from tsar.isa.operands import GPR64
 
 DEFAULT_VECTOR_BITS = 256
 """Vector width whose macros carry no width suffix (the AVX2 host's)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from .instructions import (
+from tsar.isa.instructions import (
     MEMORY_SIZE_NAMES,
     VEX_MAP,
     Field,
@@ -14,8 +14,8 @@ from .instructions import (
     by_mnemonic,
     by_opcode,
 )
-from .modrm import AddressingError, decode_rm, encode_rm
-from .operands import GPR_NUMBER, VEX_VECTOR_REGS, Memory, Operand, Register
+from tsar.isa.modrm import AddressingError, decode_rm, encode_rm
+from tsar.isa.operands import GPR_NUMBER, VEX_VECTOR_REGS, Memory, Operand, Register
 
 VEX3 = 0xC4
 

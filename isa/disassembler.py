@@ -7,7 +7,7 @@ T-SAR map); a line is a :class:`~tsar.isa.stream.Decoded` record (``address``, `
 
 from __future__ import annotations
 
-from .stream import Decoded, decode_one, decode_stream, intel_formatter
+from tsar.isa.stream import Decoded, decode_one, decode_stream, intel_formatter
 
 DecodedLine = Decoded
 """One decoded instruction (or the undecodable bytes skipped, ``valid=False``)."""

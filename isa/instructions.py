@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .config import TsarConfig, configs
+from tsar.isa.config import TsarConfig, configs
 
 VEX_MAP = 8
 TLUT_OPCODE_BASE = 0x20

@@ -23,8 +23,8 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from .config import TsarConfig, configs, ensure_registered, get_config, registered
-from .errors import UserError
+from tsar.common.errors import UserError
+from tsar.isa.config import TsarConfig, configs, ensure_registered, get_config, registered
 
 try:
     import tomllib

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import TsarConfig
+    from tsar.isa.config import TsarConfig
 
 DATA_PATH = Path(__file__).parent / "data" / "rtl_cycles.json"
 LUT_READ = ("latch", "ports")

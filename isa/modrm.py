@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .operands import GPR64, GPR_NUMBER, Memory, Register
+from tsar.isa.operands import GPR64, GPR_NUMBER, Memory, Register
 
 _SCALE_BITS = {1: 0, 2: 1, 4: 2, 8: 3}
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1

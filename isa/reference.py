@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import codec, semantics
-from .config import ACTIVATION_ABS_MAX, TsarConfig, configs
-from .instructions import (
+from tsar.isa import codec, semantics
+from tsar.isa.config import ACTIVATION_ABS_MAX, TsarConfig, configs
+from tsar.isa.instructions import (
     TGEMV_OPCODE_BASE,
     TLUT_OPCODE_BASE,
     VEX_MAP,
@@ -19,7 +19,7 @@ from .instructions import (
     Kind,
     instructions,
 )
-from .operands import Memory, Register
+from tsar.isa.operands import Memory, Register
 
 
 def example_instruction(spec: InstructionSpec) -> codec.TsarInstruction:

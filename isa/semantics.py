@@ -27,7 +27,7 @@ from math import gcd
 
 import numpy as np
 
-from .config import TsarConfig
+from tsar.isa.config import TsarConfig
 
 
 def _pattern_bits(c: int) -> np.ndarray:

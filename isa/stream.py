@@ -20,8 +20,8 @@ from functools import cached_property, lru_cache
 
 import iced_x86
 
-from . import codec
-from .operands import Memory
+from tsar.isa import codec
+from tsar.isa.operands import Memory
 
 MAX_LENGTH = 15
 """Longest x86 instruction in bytes."""

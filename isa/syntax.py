@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from .instructions import MEMORY_SIZE_NAMES
-from .operands import GPR_NUMBER, Memory, Operand, Register
+from tsar.isa.instructions import MEMORY_SIZE_NAMES
+from tsar.isa.operands import GPR_NUMBER, Memory, Operand, Register
 
 
 class SyntaxProblem(ValueError):

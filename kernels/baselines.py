@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ._native import ffi, lib
-from .registry import KERNELS, NATIVE_KERNELS
+from tsar.kernels._native import ffi, lib
+from tsar.kernels.registry import KERNELS, NATIVE_KERNELS
 
 _IDS = {name: getattr(lib, spec.lib_id) for name, spec in NATIVE_KERNELS.items()}
 ISAS = {"auto": lib.TSAR_ISA_AUTO, "avx2": lib.TSAR_ISA_AVX2, "avx512": lib.TSAR_ISA_AVX512}

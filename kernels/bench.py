@@ -16,7 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .baselines import KERNELS, NativeKernel, kernel_isa, prepare, stream_read_bandwidth, time_matmul
+from tsar.kernels.baselines import (
+    KERNELS,
+    NativeKernel,
+    kernel_isa,
+    prepare,
+    stream_read_bandwidth,
+    time_matmul,
+)
 
 # BitNet-b1.58-2B-4T projections as (M, K): QKV/O, gate/up, down.
 BITNET_2B_LAYERS: tuple[tuple[int, int], ...] = ((2560, 2560), (6912, 2560), (2560, 6912))
@@ -131,7 +138,7 @@ def run(cases: list[Case], repeats: int = 50, isa: str = "auto",
 
 def int8_peaks(results: list[Result]) -> dict[str, float]:
     """The host's one-thread int8 multiply-add peak (ops/s) for each ISA the results used."""
-    from .baselines import int8_peak
+    from tsar.kernels.baselines import int8_peak
 
     return {isa: int8_peak(isa) for isa in sorted({r.isa for r in results}) if isa in ("avx2", "avx512")}
 

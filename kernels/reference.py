@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .quant import dequantize, quantize_activations
+from tsar.kernels.quant import dequantize, quantize_activations
 
 # float64 sums of integer terms are exact below 2**53; |a*w| <= 128*128.
 _EXACT_LIMIT = 2**53 // (128 * 128)

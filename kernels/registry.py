@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from .formats import i2s, int2_vnni, iq1_bn, iq2_bn, tl1, tl2, tq1_0, tq2_0, trit5
+from tsar.kernels.formats import i2s, int2_vnni, iq1_bn, iq2_bn, tl1, tl2, tq1_0, tq2_0, trit5
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tsar.isa.toolchain import build_shared
-
-from .registry import NATIVE_KERNELS, SIM_LIBRARY
+from tsar.common.toolchain import build_shared
+from tsar.kernels.registry import NATIVE_KERNELS, SIM_LIBRARY
 
 SOURCES = tuple(dict.fromkeys(NATIVE_KERNELS[name].c_source for name in SIM_LIBRARY))
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector", "-fno-builtin",

@@ -25,8 +25,7 @@ from collections.abc import Callable
 from itertools import groupby
 
 from tsar.isa.instructions import MEMORY_SIZE_NAMES
-
-from .tsar_plan import TOKEN_BLOCKED, KernelPlan, Window
+from tsar.kernels.tsar_plan import TOKEN_BLOCKED, KernelPlan, Window
 
 _SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
 

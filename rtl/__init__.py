@@ -12,13 +12,13 @@
   area and NAND2-equivalents per block) and an activity-based relative power estimate.
 """
 
-from .base import SliceOp
-from .bench import Timing, measure_timing, measured_cycles
-from .ops import BASE_OPS
-from .reference import Instr, SliceModel
-from .schedule import ScheduleError, check_schedules, format_schedule, tgemv_schedule, tlut_schedule
-from .slice import SimdSlice
-from .unit import VectorUnit
+from tsar.rtl.base import SliceOp
+from tsar.rtl.bench import Timing, measure_timing, measured_cycles
+from tsar.rtl.ops import BASE_OPS
+from tsar.rtl.reference import Instr, SliceModel
+from tsar.rtl.schedule import ScheduleError, check_schedules, format_schedule, tgemv_schedule, tlut_schedule
+from tsar.rtl.slice import SimdSlice
+from tsar.rtl.unit import VectorUnit
 
 __all__ = ["BASE_OPS", "Instr", "ScheduleError", "SimdSlice", "SliceModel", "SliceOp", "Timing",
            "VectorUnit", "check_schedules", "format_schedule", "measure_timing", "measured_cycles",

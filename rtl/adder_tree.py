@@ -6,8 +6,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from tsar.isa.config import ADDER_TREE_FAN_IN
-
-from .alu import WIDE_BITS, WORD_BITS
+from tsar.rtl.alu import WIDE_BITS, WORD_BITS
 
 
 def _pairwise(xs: list[Value]) -> Value:

@@ -17,7 +17,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .ops import AluFn
+from tsar.rtl.ops import AluFn
 
 WORD_BITS = 16
 """Width of one word lane (the operand-port granule, and the T-SAR LUT word)."""

@@ -22,9 +22,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
 from tsar.isa.config import VECTOR_REGISTERS
-
-from .mul import STAGES
-from .ops import BASE_OPS, MAX_LATENCY, MUL_LATENCIES, SUBTRACTING, AluFn
+from tsar.rtl.mul import STAGES
+from tsar.rtl.ops import BASE_OPS, MAX_LATENCY, MUL_LATENCIES, SUBTRACTING, AluFn
 
 REG_BITS = bits_for(VECTOR_REGISTERS - 1)
 """Bits of a register number (``VECTOR_REGISTERS`` registers)."""

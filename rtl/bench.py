@@ -17,11 +17,10 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
-
-from .base import SliceOp
-from .ops import BASE_OPS
-from .reference import BaseSemantics, Instr, SliceModel
-from .unit import VectorUnit
+from tsar.rtl.base import SliceOp
+from tsar.rtl.ops import BASE_OPS
+from tsar.rtl.reference import BaseSemantics, Instr, SliceModel
+from tsar.rtl.unit import VectorUnit
 
 BACKENDS = ("python", "verilator")
 
@@ -88,7 +87,7 @@ class CompiledDriver:
     coroutines never suspend, so a testbench runs to completion in one ``send``)."""
 
     def __init__(self, unit: VectorUnit, model=None):
-        from .verilator import CompiledModel
+        from tsar.rtl.verilator import CompiledModel
 
         self.unit = unit
         for part in (unit, unit.slice, unit.regfile):  # the Verilator model stands in for it

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from tsar.isa.config import TsarConfig, configs
 from tsar.isa.measured_cycles import DATA_PATH, LUT_READ, config_key, variant_key
-
-from .bench import measure_timing
+from tsar.rtl.bench import measure_timing
 
 GENERATOR = "tsar rtl cycles --write"
 
@@ -46,7 +45,7 @@ def measure_all(cfgs: Sequence[TsarConfig] | None = None, backend: str = "verila
 
 
 def _verilog_hash(bits: int, group: Sequence[TsarConfig], policy: str) -> str:
-    from .verilator import unit_verilog
+    from tsar.rtl.verilator import unit_verilog
 
     return hashlib.sha256(unit_verilog(bits, group, policy).encode()).hexdigest()[:16]
 
@@ -55,7 +54,7 @@ def measure_variants(cfgs: Sequence[TsarConfig], backend: str = "verilator") -> 
     """``{variant: {"definition": ..., "verilog_sha256": {lut_read: ...}, lut_read: {mnemonic:
     [latency, throughput]}}}``, each variant on a port that carries it alone; ValueError for a
     variant the RTL does not build."""
-    from .extension import OperandPlan
+    from tsar.rtl.extension import OperandPlan
 
     out: dict[str, dict] = {}
     for cfg in cfgs:
@@ -76,7 +75,7 @@ def same_measurement(a: dict, b: dict) -> bool:
 
 def document(units: dict, cfgs: Sequence[TsarConfig] | None = None,
              variants: dict | None = None) -> dict:
-    from .verilator import verilator_command
+    from tsar.rtl.verilator import verilator_command
 
     version = subprocess.run([*verilator_command(), "--version"], capture_output=True,
                              text=True).stdout.strip()

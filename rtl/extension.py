@@ -41,12 +41,11 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
 from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
-
-from .alu import WIDE_BITS
-from .alu import WORD_BITS as LANE_BITS
-from .base import REG_BITS, SliceOp, instr_layout
-from .regfile import READ_PORTS
-from .schedule import (
+from tsar.rtl.alu import WIDE_BITS
+from tsar.rtl.alu import WORD_BITS as LANE_BITS
+from tsar.rtl.base import REG_BITS, SliceOp, instr_layout
+from tsar.rtl.regfile import READ_PORTS
+from tsar.rtl.schedule import (
     TGEMV_STEP,
     LaneOp,
     LutTerm,

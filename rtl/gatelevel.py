@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
-
-from .cells import CELLS, FLOP, NAND2_AREA, PREFIX
-from .reference import Instr
+from tsar.rtl.cells import CELLS, FLOP, NAND2_AREA, PREFIX
+from tsar.rtl.reference import Instr
 
 SUPPLY_V = 1.8
 """sky130_fd_sc_hd nominal supply (the ``tt_025C_1v80`` corner), volts."""
@@ -60,7 +59,7 @@ def cell_models() -> str:
 def _regfile(vector_bits: int) -> str:
     from amaranth.back import verilog
 
-    from .regfile import RegisterFile
+    from tsar.rtl.regfile import RegisterFile
 
     text = verilog.convert(RegisterFile(vector_bits), name="regfile", ports=None)
     return re.sub(r"(reg \[\d+:0\] r\d+)( = )", r"\1 /*verilator public_flat_rw*/\2", text)
@@ -69,7 +68,7 @@ def _regfile(vector_bits: int) -> str:
 def unit_netlist(netlist: str, vector_bits: int, load_bits: int) -> str:
     """Top module ``unit`` (the ports of :class:`~tsar.rtl.unit.VectorUnit`): the gate-level
     ``slice`` (coverage off on its nets) and the behavioural register file."""
-    from .regfile import READ_PORTS
+    from tsar.rtl.regfile import READ_PORTS
 
     reads = "\n".join(f"  wire [3:0] a{i}; wire [{vector_bits - 1}:0] d{i};" for i in range(READ_PORTS))
     conns = ", ".join(f".rd_addr__{i}(a{i}), .rd_data__{i}(d{i})" for i in range(READ_PORTS))
@@ -148,7 +147,7 @@ class GateModel:
     """A compiled gate-level unit (Verilator with toggle coverage), driven like the RTL one."""
 
     def __init__(self, netlist_gz: str, vector_bits: int, configs: Sequence[TsarConfig]):
-        from .verilator import build_verilog
+        from tsar.rtl.verilator import build_verilog
 
         with gzip.open(netlist_gz, "rt") as f:
             self.netlist = f.read()
@@ -197,9 +196,9 @@ def run_stream(netlist_gz: str, design: str, vector_bits: int, configs: Sequence
     and return its activity; transitions are counted from the first issue to the drain."""
     import numpy as np
 
-    from .bench import CompiledDriver, _run_to_completion
-    from .unit import VectorUnit
-    from .verilator import CompiledModel
+    from tsar.rtl.bench import CompiledDriver, _run_to_completion
+    from tsar.rtl.unit import VectorUnit
+    from tsar.rtl.verilator import CompiledModel
 
     gate = GateModel(netlist_gz, vector_bits, configs)
     unit = VectorUnit(vector_bits, tuple(configs))
@@ -234,7 +233,7 @@ def gate_energy(tsar_synth, cfg: TsarConfig, base_synth=None, cycles: int = 10_0
     and on a TLUT/TGEMV stream, and (``base_synth`` given) the base slice on the base stream."""
     import numpy as np
 
-    from .power import base_stream, tsar_stream
+    from tsar.rtl.power import base_stream, tsar_stream
 
     rng = np.random.default_rng(seed)
     bits = cfg.vector_bits
@@ -251,7 +250,7 @@ def gate_energy(tsar_synth, cfg: TsarConfig, base_synth=None, cycles: int = 10_0
 
 
 def format_gate_energy(runs: Sequence[GateActivity]) -> str:
-    from .synth import PAPER_ROWS
+    from tsar.rtl.synth import PAPER_ROWS
 
     names = " ".join(f"{r[0][:14]:>14}" for r in PAPER_ROWS)
     head = (f"{'design':20} {'workload':22} {'cycles':>7} {'MACs':>8} {names} {'nJ':>8} "

@@ -25,9 +25,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from tsar.isa.config import VECTOR_REGISTERS
-
-from .alu import WORD_BITS
-from .ops import MAX_LATENCY, MUL_LATENCIES, MulFn
+from tsar.rtl.alu import WORD_BITS
+from tsar.rtl.ops import MAX_LATENCY, MUL_LATENCIES, MulFn
 
 REG_BITS = (VECTOR_REGISTERS - 1).bit_length()
 

@@ -16,12 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
-
-from .base import SliceOp
-from .bench import Driver, simulate
-from .reference import Instr
-from .synth import SynthResult
-from .unit import VectorUnit
+from tsar.rtl.base import SliceOp
+from tsar.rtl.bench import Driver, simulate
+from tsar.rtl.reference import Instr
+from tsar.rtl.synth import SynthResult
+from tsar.rtl.unit import VectorUnit
 
 SLICE_SCOPE = ("bench", "top", "slice")
 
@@ -173,7 +172,7 @@ def relative_power(base_synth: SynthResult, tsar_synth: SynthResult, cfg: TsarCo
 
 
 def format_power(estimates: Sequence[PowerEstimate]) -> str:
-    from .synth import PAPER_ROWS
+    from tsar.rtl.synth import PAPER_ROWS
 
     names = " ".join(f"{r[0][:18]:>18}" for r in PAPER_ROWS)
     head = f"{'workload':20} {'design':22} {names} {'total':>7}"

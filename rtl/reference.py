@@ -1,7 +1,7 @@
 """Instruction-level reference model of the port plus register file.
 
 Base operations are not defined here: the model takes their semantics as a function
-(the front end and the tests pass the simulator's vector layer, ``tsar.sim.vecops``,
+(the front end and the tests pass the simulator's vector layer, ``tsar.sim.x86.vecops``,
 which is checked against silicon), so the RTL is checked against an independent
 definition. TLUT and TGEMV call the golden semantics of :mod:`tsar.isa.semantics`, so the RTL
 is checked against the ISA definition itself. Which registers a T-SAR instruction reads and
@@ -23,10 +23,9 @@ from tsar.isa.codec import TsarInstruction, validate
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.isa.instructions import Field, Kind, instructions
 from tsar.isa.operands import Register
-
-from .alu import WORD_BITS as LANE_BITS
-from .base import SliceOp
-from .ops import base_op
+from tsar.rtl.alu import WORD_BITS as LANE_BITS
+from tsar.rtl.base import SliceOp
+from tsar.rtl.ops import base_op
 
 BaseSemantics = Callable[[str, bytes, bytes], bytes]
 """``(mnemonic, src1 bytes, src2 bytes) -> result bytes`` of a base operation (little-endian)."""

@@ -12,8 +12,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from tsar.isa.config import VECTOR_REGISTERS
-
-from .base import REG_BITS
+from tsar.rtl.base import REG_BITS
 
 READ_PORTS = 3
 """Read ports of the register file per vector port (FMA's three sources)."""

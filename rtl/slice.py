@@ -9,11 +9,10 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
-
-from .adder_tree import AdderTrees
-from .alu import WIDE_BITS, WORD_BITS, SimdAlu
-from .base import REG_BITS, Decode, SliceOp, WriteBack, issue_signature
-from .extension import (
+from tsar.rtl.adder_tree import AdderTrees
+from tsar.rtl.alu import WIDE_BITS, WORD_BITS, SimdAlu
+from tsar.rtl.base import REG_BITS, Decode, SliceOp, WriteBack, issue_signature
+from tsar.rtl.extension import (
     LUT_READ_POLICIES,
     LutBuffer,
     OperandPlan,
@@ -21,10 +20,10 @@ from .extension import (
     TsarSequencer,
     TsarWriteBackMux,
 )
-from .mul import DotCombine, Multipliers, ResultPipe
-from .ops import AluFn
-from .regfile import READ_PORTS
-from .schedule import LaneOp
+from tsar.rtl.mul import DotCombine, Multipliers, ResultPipe
+from tsar.rtl.ops import AluFn
+from tsar.rtl.regfile import READ_PORTS
+from tsar.rtl.schedule import LaneOp
 
 BASE_BLOCKS = ("decode", "alu", "mul", "dot", "pipe", "writeback")
 """Submodules of every port: issue/decode/hazards, ALU, multipliers (M1), combine and dot-product

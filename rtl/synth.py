@@ -26,12 +26,11 @@ from pathlib import Path
 
 from amaranth.back import rtlil, verilog
 
+from tsar.common.toolchain import cache_dir
 from tsar.isa.config import TsarConfig
-from tsar.isa.toolchain import cache_dir
-
-from .cachekey import design_key
-from .cells import CELLS, NAND2_AREA, liberty
-from .slice import BASE_BLOCKS, SimdSlice
+from tsar.rtl.cachekey import design_key
+from tsar.rtl.cells import CELLS, NAND2_AREA, liberty
+from tsar.rtl.slice import BASE_BLOCKS, SimdSlice
 
 TOP = "slice"
 

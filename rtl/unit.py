@@ -9,10 +9,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from tsar.isa.config import TsarConfig
-
-from .base import issue_signature
-from .regfile import READ_PORTS, RegisterFile
-from .slice import SimdSlice
+from tsar.rtl.base import issue_signature
+from tsar.rtl.regfile import READ_PORTS, RegisterFile
+from tsar.rtl.slice import SimdSlice
 
 
 class VectorUnit(wiring.Component):

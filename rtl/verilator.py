@@ -27,10 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
+from tsar.common.toolchain import cache_dir
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
-from tsar.isa.toolchain import cache_dir
-
-from .cachekey import design_key
+from tsar.rtl.cachekey import design_key
 
 TOP = "unit"
 
@@ -197,7 +196,7 @@ def unit_verilog(vector_bits: int, configs: Sequence[TsarConfig], lut_read: str,
     """Verilog of the unit (top module :data:`TOP`), register storage public to the harness."""
     from amaranth.back import verilog
 
-    from .unit import VectorUnit
+    from tsar.rtl.unit import VectorUnit
 
     text = verilog.convert(VectorUnit(vector_bits, tuple(configs), lut_read, isolate), name=TOP,
                            ports=None)

@@ -32,11 +32,10 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from tsar.common.toolchain import cache_dir, write_atomic
 from tsar.isa.config import TsarConfig
-from tsar.isa.toolchain import cache_dir, write_atomic
-
-from .cells import NAND2_AREA, liberty
-from .synth import yosys_command
+from tsar.rtl.cells import NAND2_AREA, liberty
+from tsar.rtl.synth import yosys_command
 
 TOP = "weight_decoder"
 

@@ -5,13 +5,13 @@ and the T-SAR map) is intercepted and executed by a Python vector layer on a num
 T-SAR instructions through the ISA's golden semantics. See :class:`Machine`.
 """
 
-from .compile import compile_c
-from .errors import SimulationError
-from .machine import Machine
-from .memory import GuestMemory
-from .native import NativeError, run_native, simulate_records
-from .stats import MemoryTrace, Stats
-from .vecops import supported_mnemonics
+from tsar.sim.compile import compile_c
+from tsar.sim.errors import SimulationError
+from tsar.sim.host_oracle import NativeError, run_native, simulate_records
+from tsar.sim.memory import GuestMemory
+from tsar.sim.python_engine.machine import Machine
+from tsar.sim.stats import MemoryTrace, Stats
+from tsar.sim.x86.vecops import supported_mnemonics
 
 __all__ = [
     "GuestMemory", "Machine", "MemoryTrace", "NativeError", "SimulationError", "Stats", "compile_c",

@@ -1,13 +1,13 @@
 """Build freestanding C kernels into shared objects with gcc (the project's one build cache,
-:func:`tsar.isa.toolchain.build_shared`) for the simulator to load."""
+:func:`tsar.common.toolchain.build_shared`) for the simulator to load."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
+from tsar.common.toolchain import CompileError, build_shared
 from tsar.isa.cheader import header_dir
-from tsar.isa.toolchain import CompileError, build_shared
 
 DEFAULT_FLAGS = ("-O2", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector",
                  "-fno-builtin", "-fcf-protection=none")

@@ -1,14 +1,14 @@
-"""Which of the :mod:`tsar.sim.forms` the execution layer supports: every encoding of a form must
-compile (:func:`tsar.sim.blocks.compile_one`) without an "unsupported" fault."""
+"""Which of the :mod:`tsar.sim.x86.forms` the execution layer supports: every encoding of a form must
+compile (:func:`tsar.sim.python_engine.blocks.compile_one`) without an "unsupported" fault."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .blocks import compile_one
-from .forms import EXTENSIONS, Form, vex_forms
-from .memory import GuestMemory
-from .state import CpuState
+from tsar.sim.memory import GuestMemory
+from tsar.sim.python_engine.blocks import compile_one
+from tsar.sim.x86.forms import EXTENSIONS, Form, vex_forms
+from tsar.sim.x86.state import CpuState
 
 
 @dataclass
@@ -38,7 +38,7 @@ def form_supported(form: Form, st: CpuState, address: int) -> bool:
 
 
 def coverage() -> list[ExtensionCoverage]:
-    """Coverage per extension of :data:`~tsar.sim.forms.EXTENSIONS`, in that order."""
+    """Coverage per extension of :data:`~tsar.sim.x86.forms.EXTENSIONS`, in that order."""
     mem = GuestMemory(code_size=4096, data_size=4096, stack_size=4096)
     st = CpuState(mem)
     report = {ext: ExtensionCoverage(ext) for ext in EXTENSIONS}

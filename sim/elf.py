@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .errors import SimulationError
+from tsar.sim.errors import SimulationError
 
 PT_LOAD, SHT_SYMTAB, SHT_RELA, SHT_DYNSYM = 1, 2, 4, 11
 SHF_EXECINSTR = 0x4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tsar.isa.errors import UserError
+from tsar.common.errors import UserError
 
 
 class GuestFault(Exception):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import GuestFault
+from tsar.sim.errors import GuestFault
 
 PAGE = 4096
 PAGE_SHIFT = 12

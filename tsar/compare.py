@@ -4,16 +4,16 @@ For one layer shape (N tokens x M outputs x K inputs) and one platform every row
 **modelled** time and, on ``host``, a **measured** one; a speedup is only ever the ratio of two
 times obtained the same way (modelled / modelled, measured / measured), and both are shown:
 
-* modelled: simulated counts timed by the timing model (:mod:`tsar.layer_time`, the estimator the
+* modelled: simulated counts timed by the timing model (:mod:`tsar.estimate.layer`, the estimator the
   dataflow selection uses): the per-token dataflows from one token scaled by N, the token-blocked
   GEMM dataflows and the natives' token-blocked GEMM loops from one block of ``GEMM_BLOCK`` tokens
   scaled by N / GEMM_BLOCK. The natives' modelled time is their integer core (their
   quantize/dequantize is left out, which favours them slightly). Error bar: the model's validated
-  error for the kernel's family on the host (:mod:`tsar.model_error`, from ``tsar validate-model``);
+  error for the kernel's family on the host (:mod:`tsar.validation.error_bars`, from ``tsar validate-model``);
 * measured (``host`` only, one thread for T-SAR): natives run natively in their AVX2 builds
   (whole BitLinear call: quantize, core, dequantize), T-SAR kernels through the proxy engine
-  (:mod:`tsar.sim.proxy`: the same whole call with every T-SAR instruction replaced by the model's
-  uops), all kernels alternating round by round (:func:`tsar.host_timing.interleaved`), each the
+  (:mod:`tsar.sim.proxy_engine`: the same whole call with every T-SAR instruction replaced by the model's
+  uops), all kernels alternating round by round (:func:`tsar.estimate.host.interleaved`), each the
   median over rounds of each round's fastest call, with the spread of those. The core clock is
   measured in the same rounds and the host's modelled times use it (a shared machine's clock
   varies);
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 from tsar.console import Steps
 from tsar.errors import UserError
+from tsar.estimate.layer import counts_for, modelled, platform_named
 from tsar.frames import Tabular
 from tsar.kernels.registry import COMPARED
 from tsar.kernels.tsar_plan import kernel_names
-from tsar.layer_time import counts_for, modelled, platform_named
-from tsar.native_sim import NATIVE_SIM_KERNELS
+from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS
 
 BASELINE = "tl2"
 MEASURED_NATIVE = COMPARED
@@ -205,7 +205,7 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
     """Compare every T-SAR kernel with the native baselines on one layer and platform (module doc).
     ``repeats``: measured calls per kernel on the host (in rounds of a few calls);
     ``tsar_kernels``: default every kernel of the configurations registered at the call."""
-    from tsar.model_error import load
+    from tsar.validation.error_bars import load
 
     tsar_kernels = kernel_names() if tsar_kernels is None else tsar_kernels
 
@@ -238,7 +238,7 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
         if ghz is not None:  # model at the clock the measurements ran at
             from dataclasses import replace
 
-            from tsar.host_timing import with_clock
+            from tsar.estimate.host import with_clock
 
             plat = with_clock(plat, ghz)
             for kernel, c in counts.items():
@@ -258,7 +258,7 @@ def _measure(rows: dict[str, Row], N: int, M: int, K: int, threads: int,
     rounds; fill ``rows`` in place. Returns the skipped kernels and the clock (GHz, or None)."""
     from dataclasses import replace
 
-    from tsar.host_timing import clock_timer, interleaved, native_timer, proxy_timer
+    from tsar.estimate.host import clock_timer, interleaved, native_timer, proxy_timer
 
     timers, how, skipped = {}, {}, []
     for kernel in MEASURED_NATIVE:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tsar.isa.errors import UserError
+from tsar.common.errors import UserError
 
 __all__ = ["UserError", "user_errors"]
 

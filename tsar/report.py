@@ -23,11 +23,11 @@ import matplotlib.pyplot as plt
 
 from tsar.compare import Comparison, compare
 from tsar.console import Steps, detail
-from tsar.counts import simulated_counts
-from tsar.layer_time import modelled, platform_named
-from tsar.model_eval import ModelEstimate, evaluate
+from tsar.estimate.layer import modelled, platform_named
+from tsar.estimate.model import ModelEstimate, evaluate
 from tsar.models import PREFILL_TOKENS
 from tsar.sim.platforms import SHIPPED
+from tsar.simulate.counts import simulated_counts
 
 LAYERS_2B = ((2560, 2560), (6912, 2560), (2560, 6912))  # (M, K): O/QKV-like, gate/up, down
 PLATFORMS = ("host", *SHIPPED)
@@ -255,7 +255,7 @@ def provenance(repeats: int) -> dict[str, str]:
             "cpu": f"{plat.core.model} ({plat.core.uarch}{' proxy' if plat.core.uarch_proxy else ''}), "
                    f"{plat.core.cores} core(s) visible",
             "caches": caches, "native repeats": f"{repeats} timed calls per kernel (median)",
-            "seeds": "weights and activations from numpy seed 0 (tsar.counts, tsar.kernels.bench)"}
+            "seeds": "weights and activations from numpy seed 0 (tsar.simulate.counts, tsar.kernels.bench)"}
 
 
 def _table(obj) -> str:

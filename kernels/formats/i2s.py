@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._common import check_multiple, check_ternary
+from tsar.kernels.formats._common import check_multiple, check_ternary
 
 BLOCK = 128
 

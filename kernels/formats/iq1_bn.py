@@ -32,9 +32,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import _base3
-from ._common import RowBlockWeights, check_multiple, check_ternary
-from .iq2_bn import row_scales
+from tsar.kernels.formats import _base3
+from tsar.kernels.formats._common import RowBlockWeights, check_multiple, check_ternary
+from tsar.kernels.formats.iq2_bn import row_scales
 
 BLOCK = 64
 BLOCK_BYTES = 13

@@ -27,7 +27,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ._common import RowBlockWeights, check_multiple, check_ternary
+from tsar.kernels.formats._common import RowBlockWeights, check_multiple, check_ternary
 
 BLOCK = 64
 BLOCK_BYTES = 16

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._common import check_multiple, check_ternary
-from .tl2 import default_bm
+from tsar.kernels.formats._common import check_multiple, check_ternary
+from tsar.kernels.formats.tl2 import default_bm
 
 DEFAULT_BK = 128
 BMM = 32

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._common import check_multiple, check_ternary, pack_nibble_tiles, unpack_nibble_tiles
+from tsar.kernels.formats._common import check_multiple, check_ternary, pack_nibble_tiles, unpack_nibble_tiles
 
 DEFAULT_BK = 96
 TAIL_BLOCK = 32

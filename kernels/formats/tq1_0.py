@@ -29,9 +29,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from . import _base3
-from ._common import RowBlockWeights, check_multiple, check_ternary
-from .tq2_0 import block_scales
+from tsar.kernels.formats import _base3
+from tsar.kernels.formats._common import RowBlockWeights, check_multiple, check_ternary
+from tsar.kernels.formats.tq2_0 import block_scales
 
 BLOCK = 256
 BLOCK_BYTES = 54

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._common import check_multiple, check_ternary
+from tsar.kernels.formats._common import check_multiple, check_ternary
 
 POW3 = np.array([1, 3, 9, 27, 81], np.int16)
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from tsar.isa.semantics import pack_tile, unpack_tile
-
-from ..tsar_plan import KernelPlan
-from ._common import check_ternary
+from tsar.kernels.formats._common import check_ternary
+from tsar.kernels.tsar_plan import KernelPlan
 
 
 def pack_weights(plan: KernelPlan, w_t: np.ndarray) -> np.ndarray:

@@ -15,7 +15,15 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from .schema import CacheLevel, Core, Dram, Platform, PlatformError, platform_from_dict, read_platform
+from tsar.sim.platforms.schema import (
+    CacheLevel,
+    Core,
+    Dram,
+    Platform,
+    PlatformError,
+    platform_from_dict,
+    read_platform,
+)
 
 
 def _shipped() -> tuple[str, ...]:
@@ -43,7 +51,7 @@ def load(name_or_path: str | Path) -> Platform:
     file by path. Raises :class:`PlatformError` naming the file and key for malformed files."""
     text = str(name_or_path)
     if text == "host":
-        from .detect import host
+        from tsar.sim.platforms.detect import host
 
         return host()
     if text in SHIPPED:
@@ -57,7 +65,7 @@ def load(name_or_path: str | Path) -> Platform:
 
 def host(measure: bool = True, refresh: bool = False) -> Platform:
     """This machine, detected and (unless ``measure=False``) measured; see :mod:`.detect`."""
-    from .detect import host as _host
+    from tsar.sim.platforms.detect import host as _host
 
     return _host(measure=measure, refresh=refresh)
 

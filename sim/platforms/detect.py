@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import CacheLevel, Core, Dram, Platform
+from tsar.sim.platforms.schema import CacheLevel, Core, Dram, Platform
 
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 _HOST: dict[bool, Platform] = {}
@@ -295,7 +295,7 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
     e2e_gbs: dict[str, float] = {}
     if measure:
         probes = None
-        from .native import probes as get_probes
+        from tsar.sim.platforms.host_probes import probes as get_probes
 
         probes = get_probes("avx2" in flags)
         if probes is not None:

@@ -8,7 +8,7 @@
 Method and assumptions: ``docs/timing.md``.
 """
 
-from .adapters import (
+from tsar.sim.timing.adapters import (
     decode_forms,
     form_from_decoded,
     form_from_iced,
@@ -16,10 +16,17 @@ from .adapters import (
     profile_from_forms,
     profile_from_iced,
 )
-from .core import CoreBound, core_bound, dependency_bound
-from .memory import DataStream, KernelTime, MemoryTime, kernel_time, memory_time, thread_scaling
-from .ports import port_bound
-from .profile import InstructionForm, LoopEntry, LoopProfile, normalize_register
+from tsar.sim.timing.core import CoreBound, core_bound, dependency_bound
+from tsar.sim.timing.memory import (
+    DataStream,
+    KernelTime,
+    MemoryTime,
+    kernel_time,
+    memory_time,
+    thread_scaling,
+)
+from tsar.sim.timing.ports import port_bound
+from tsar.sim.timing.profile import InstructionForm, LoopEntry, LoopProfile, normalize_register
 
 __all__ = [
     "CoreBound", "DataStream", "InstructionForm", "KernelTime", "LoopEntry", "LoopProfile",

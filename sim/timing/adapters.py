@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .profile import InstructionForm, LoopEntry, LoopProfile
+from tsar.sim.timing.profile import InstructionForm, LoopEntry, LoopProfile
 
 if TYPE_CHECKING:
     import iced_x86

@@ -30,10 +30,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from tsar.sim.timing.ports import port_bound
+from tsar.sim.timing.profile import InstructionForm, LoopProfile
 from tsar.sim.uarch import InstrTiming, Uarch, UarchDataMissing, timing_of
-
-from .ports import port_bound
-from .profile import InstructionForm, LoopProfile
 
 _FUSIBLE = {"cmp", "test", "add", "sub", "and", "inc", "dec"}
 _ZERO_IDIOMS = {"xor", "sub", "pxor", "vpxor", "vpxord", "vpxorq", "xorps", "vxorps", "xorpd",

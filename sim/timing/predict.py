@@ -37,10 +37,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .adapters import form_from_decoded
-from .core import CoreBound, core_bound
-from .memory import DataStream, MemoryTime, kernel_time
-from .profile import InstructionForm, LoopProfile
+from tsar.sim.timing.adapters import form_from_decoded
+from tsar.sim.timing.core import CoreBound, core_bound
+from tsar.sim.timing.memory import DataStream, MemoryTime, kernel_time
+from tsar.sim.timing.profile import InstructionForm, LoopProfile
 
 if TYPE_CHECKING:
     from tsar.isa.config import TsarConfig

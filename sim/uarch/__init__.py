@@ -10,10 +10,10 @@ returns an :class:`InstrTiming`. T-SAR instructions are timed by :func:`timing_o
 
 from __future__ import annotations
 
-from .cores import CoreDescription, core_description, core_descriptions
-from .ports import format_usage, parse_usage, split_group
-from .table import UARCH_NAMES, InstrTiming, Uarch, UarchDataMissing, canonical_mnemonic, load
-from .tsar_ops import is_tsar_mnemonic, tsar_timing
+from tsar.sim.uarch.cores import CoreDescription, core_description, core_descriptions
+from tsar.sim.uarch.ports import format_usage, parse_usage, split_group
+from tsar.sim.uarch.table import UARCH_NAMES, InstrTiming, Uarch, UarchDataMissing, canonical_mnemonic, load
+from tsar.sim.uarch.tsar_ops import is_tsar_mnemonic, tsar_timing
 
 
 def timing_of(uarch: Uarch, mnemonic: str, operands: tuple[str, ...]) -> InstrTiming:

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cores import CoreDescription, core_description
-from .ports import add_usage, format_usage, parse_usage
+from tsar.sim.uarch.cores import CoreDescription, core_description
+from tsar.sim.uarch.ports import add_usage, format_usage, parse_usage
 
 UARCHES = ("zen4", "zen3", "zen2", "alderlakep", "alderlake", "icelake", "tigerlake", "rocketlake",
            "skylake", "skylakex", "cascadelake", "haswell")

@@ -12,7 +12,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from .ports import split_group
+from tsar.sim.uarch.ports import split_group
 
 
 @dataclass(frozen=True)

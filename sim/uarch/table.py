@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
-from .cores import CoreDescription, core_description
-from .ports import add_usage, parse_usage
+from tsar.sim.uarch.cores import CoreDescription, core_description
+from tsar.sim.uarch.ports import add_usage, parse_usage
 
 UARCH_NAMES = ("zen4", "zen3", "zen2", "alderlakep", "alderlake", "icelake", "tigerlake", "rocketlake",
                "skylake", "skylakex", "cascadelake", "haswell")

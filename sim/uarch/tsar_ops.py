@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .ports import add_usage
-from .table import InstrTiming, Uarch
+from tsar.sim.uarch.ports import add_usage
+from tsar.sim.uarch.table import InstrTiming, Uarch
 
 if TYPE_CHECKING:
     from tsar.isa.config import TsarConfig

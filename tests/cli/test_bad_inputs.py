@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tsar.cli import main
+from tsar.cli.main import main
 from tsar.paths import kernel_source
 
 GEMV = str(kernel_source("gemv16_c2s4.s"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tsar.cli import main
+from tsar.cli.main import main
 from tsar.isa import reference
 from tsar.paths import kernel_source
 

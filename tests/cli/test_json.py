@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tsar import __version__
-from tsar.cli import main
+from tsar.cli.main import main
 from tsar.errors import UserError
 from tsar.jsonout import document, jsonable
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tsar.cli import main
+from tsar.cli.main import main
 from tsar.kernels import kernel_c_dir
 from tsar.paths import kernel_source
 from tsar.sim import compile_c

@@ -21,7 +21,7 @@ def test_walkthrough_runs():
 
 
 def test_tables_render_without_pandas_too():
-    from tsar.model_run import ModelRun
+    from tsar.simulate.model import ModelRun
 
     run = ModelRun(tokens=2)
     run.seconds["qkv"], run.calls["qkv"], run.kernels["qkv"] = 0.004, 2, "tsar-c2s4-op"

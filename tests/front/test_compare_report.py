@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from tsar.cli import main
+from tsar.cli.main import main
 from tsar.compare import compare
-from tsar.model_eval import ModelEstimate, evaluate, format_estimates
+from tsar.estimate.model import ModelEstimate, evaluate, format_estimates
 from tsar.models import ModelConfig
 
 
@@ -58,7 +58,7 @@ def test_modelled_times_carry_the_validated_error(tmp_path, monkeypatch) -> None
     """The error bars come from the last validation's table (cache) or the shipped one."""
     import json
 
-    from tsar import model_error
+    from tsar.validation import error_bars as model_error
 
     shipped = model_error.read(model_error.shipped_path())
     assert shipped.stamp["machine"] and shipped.error("tl2") is not None
@@ -84,7 +84,7 @@ def test_compare_bad_input(capsys: pytest.CaptureFixture) -> None:
 
 def test_model_estimate_small_model(monkeypatch) -> None:
     tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
-    monkeypatch.setattr("tsar.model_eval.get_model", lambda name: tiny)
+    monkeypatch.setattr("tsar.estimate.model.get_model", lambda name: tiny)
     est = evaluate("tiny", "mobile", tsar_kernels=("tsar-c2s4-op", "tsar-c4s4-ap-min"))
     assert isinstance(est, ModelEstimate) and est.threads == 4  # the paper's mobile thread count
     assert len(est.per_layer) == 5 and est.decode_tsar_tps > 0 and est.decode_tl2_tps > 0
@@ -100,7 +100,7 @@ def report(tmp_path_factory):
 
     tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("tsar.model_eval.get_model", lambda name: tiny)
+        mp.setattr("tsar.estimate.model.get_model", lambda name: tiny)
         kernels = ("tsar-c2s4-op", "tsar-c4s4-op")
         layers = {p: [compare(1, m, k, p, tsar_kernels=kernels) for m, k in ((256, 384), (512, 256))]
                   for p in ("workstation", "mobile")}

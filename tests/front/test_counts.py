@@ -2,8 +2,8 @@
 
 import pytest
 
-from tsar.counts import ROW_UNIT, simulated_counts
-from tsar.native_sim import NATIVE_SIM_KERNELS, packed_weight_bytes, simulate_native
+from tsar.simulate.counts import ROW_UNIT, simulated_counts
+from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS, packed_weight_bytes, simulate_native
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +46,7 @@ def test_tl2_moves_more_bytes_than_it_stores_weights() -> None:
 def test_gemm_block_counts(kernel: str) -> None:
     """A block of tokens is simulated through the GEMM path, cached under its own key, and its
     per-token traffic is no more than one token's (weights are reused across the block)."""
-    from tsar.layer_time import counts_for
+    from tsar.estimate.layer import counts_for
 
     one = simulated_counts(kernel, 256, 384)
     block = counts_for(kernel, 128, 256, 384)

@@ -3,17 +3,17 @@
 import pytest
 
 from tsar.compare import compare
-from tsar.counts import GEMM_BLOCK
-from tsar.dataflow import select
-from tsar.kernel_sim import KERNEL_NAMES
+from tsar.estimate.dataflow import select
+from tsar.estimate.layer import platform_named
 from tsar.kernels.tsar_plan import (
     FLOWS,
     TOKEN_BLOCKED,
     kernel_name,
     parse_kernel_name,
 )
-from tsar.layer_time import platform_named
 from tsar.models import MODELS, LinearShape
+from tsar.simulate.counts import GEMM_BLOCK
+from tsar.simulate.tsar_kernel import KERNEL_NAMES
 
 
 def test_selection_ranks_every_kernel() -> None:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import tsar.compare as compare_mod
-import tsar.model_eval as model_eval
+import tsar.estimate.model as model_eval
 from tsar.isa.config import TsarConfig, configs, register_config, unregister_config
 
 

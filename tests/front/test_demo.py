@@ -2,7 +2,7 @@
 
 import pytest
 
-from tsar.cli import main
+from tsar.cli.main import main
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from tsar.host_timing import Measured, interleaved, weight_copies
-from tsar.model_error import ErrorTable, family_of, read
+from tsar.estimate.host import Measured, interleaved, weight_copies
+from tsar.validation.error_bars import ErrorTable, family_of, read
 
 
 def test_interleaved_alternates_and_takes_the_median_of_round_minima() -> None:

@@ -49,7 +49,7 @@ def test_semantics_equal_the_ternary_product(c3s2):
 
 @pytest.mark.parametrize("flow", ["op", "ap-min", "ap-max", "op-tokens", "ap-tokens"])
 def test_generated_kernel_bit_exact_in_the_simulator(c3s2, flow):
-    from tsar.kernel_sim import plan_for, simulate
+    from tsar.simulate.tsar_kernel import plan_for, simulate
 
     rng = np.random.default_rng(5)
     M, K = 48, 192
@@ -65,8 +65,8 @@ def test_generated_kernel_bit_exact_in_the_simulator(c3s2, flow):
 
 @pytest.mark.native
 def test_generated_kernel_bit_exact_on_the_native_engine(c3s2):
-    from tsar.kernel_sim import plan_for, simulate
     from tsar.sim import Machine
+    from tsar.simulate.tsar_kernel import plan_for, simulate
 
     rng = np.random.default_rng(6)
     plan = plan_for("tsar-c3s2-op", 48, 192)
@@ -83,8 +83,8 @@ def test_rtl_schedules(c3s2):
 
 
 def test_timing_model(c3s2):
-    from tsar.kernel_sim import plan_for, program_for, simulate
     from tsar.sim.timing.predict import predict
+    from tsar.simulate.tsar_kernel import plan_for, program_for, simulate
 
     plan = plan_for("tsar-c3s2-op", 32, 96)
     rng = np.random.default_rng(1)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tsar.cli import main
+from tsar.cli.main import main
 
 
 def test_run_gemv_named_kernel(capsys: pytest.CaptureFixture) -> None:

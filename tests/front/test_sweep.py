@@ -9,8 +9,8 @@ import pytest
 
 from tsar.errors import UserError
 from tsar.isa.config import configs, unregister_config
-from tsar.sweep import COLUMNS, jobs, load_spec, read_csv, run_sweep, write_csv
-from tsar.sweep_report import pareto, write_sweep_report
+from tsar.sweep.report import pareto, write_sweep_report
+from tsar.sweep.run import COLUMNS, jobs, load_spec, read_csv, run_sweep, write_csv
 
 VARIANTS = Path(__file__).resolve().parents[2] / "docs" / "dse" / "variants.toml"
 
@@ -47,13 +47,13 @@ def test_jobs_carry_the_platform_described_once(tmp_path, monkeypatch):
     description travels with each job, keys the cache, and is what the job is timed on."""
     import dataclasses
 
-    import tsar.layer_time
-    import tsar.model_eval
-    from tsar.sweep import job_key, run_job
+    import tsar.estimate.layer
+    import tsar.estimate.model
+    from tsar.sweep.run import job_key, run_job
 
     calls = []
-    real = tsar.layer_time.platform_named
-    monkeypatch.setattr(tsar.layer_time, "platform_named", lambda name: calls.append(name) or real(name))
+    real = tsar.estimate.layer.platform_named
+    monkeypatch.setattr(tsar.estimate.layer, "platform_named", lambda name: calls.append(name) or real(name))
     js = jobs(load_spec(_spec(tmp_path, SMALL)))
     assert calls.count("laptop") == 2  # once checking the spec, once for all the jobs
     assert js[0].described is js[1].described and js[0].described.name == "laptop"
@@ -69,7 +69,7 @@ def test_jobs_carry_the_platform_described_once(tmp_path, monkeypatch):
         seen.append(platform)
         raise Stop
 
-    monkeypatch.setattr(tsar.model_eval, "evaluate", fake_evaluate)
+    monkeypatch.setattr(tsar.estimate.model, "evaluate", fake_evaluate)
     with pytest.raises(Stop):
         run_job(faster)
     assert seen == [faster.described] and seen[0].core.frequency_ghz == 9.0
@@ -114,7 +114,7 @@ def test_pool_and_local_cluster_give_identical_tables(tmp_path):
 
 
 def test_label_rows_stack_labels_of_coincident_points():
-    from tsar.sweep_report import label_rows
+    from tsar.sweep.report import label_rows
 
     # three variants at the same (prefill, decode) point, one apart, one near only in x
     points = [(0.095, 496.0), (0.0951, 496.2), (0.0952, 496.1), (0.187, 496.0), (0.0951, 594.0)]

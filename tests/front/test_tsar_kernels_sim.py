@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from tsar.kernel_sim import KERNEL_NAMES, plan_for, simulate
 from tsar.kernels import quant
 from tsar.kernels.tsar_plan import TOKEN_BLOCKED
+from tsar.simulate.tsar_kernel import KERNEL_NAMES, plan_for, simulate
 
 # (N, M, K): M = 16 * tiles with tiles not a multiple of the OP pass or AP tile block, to exercise
 # the tail code; K = 1032 is zero-padded to whole chunks where k = 16 (c4s4: K_pad = 1040).

@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 
+from tsar.common.toolchain import CompileError
 from tsar.isa import codec, configs
 from tsar.isa.cheader import REGENERATE, asm_macro_name, header_text, macro_name, macro_params
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.isa.instructions import Field, InstructionSpec, Kind, instructions
 from tsar.isa.operands import Memory, Register
 from tsar.isa.stream import Decoded, decode_stream
-from tsar.isa.toolchain import CompileError
 from tsar.kernels import kernel_c_dir
 from tsar.sim import compile_c
 from tsar.sim.elf import load_elf_image

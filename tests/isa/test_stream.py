@@ -214,7 +214,7 @@ def test_predict_decodes_like_the_stream() -> None:
 
 def test_simulator_block_builder_agrees() -> None:
     from tsar.sim import Machine
-    from tsar.sim.blocks import SCALAR, TSAR, VECTOR, decode_insn
+    from tsar.sim.python_engine.blocks import SCALAR, TSAR, VECTOR, decode_insn
 
     code = _mixed_stream()
     machine = Machine(code_size=1 << 16, data_size=1 << 16)

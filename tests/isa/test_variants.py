@@ -74,8 +74,8 @@ def test_generated_kernels_bit_exact(variants, name, flow):
     """Both engines against the numpy reference: several OP passes (13 tiles of 16 / 26 of 8),
     K crossing the int16 widening windows (1032 = 172 chunks of 6 where k does not divide 1024),
     and the adversarial all-+1 case at the int8 extremes."""
-    from tsar.kernel_sim import plan_for, simulate
     from tsar.sim import Machine
+    from tsar.simulate.tsar_kernel import plan_for, simulate
 
     rng = np.random.default_rng(7)
     M, K = 208, (1024 if 1024 % get_config(name).k == 0 else 1032)
@@ -115,7 +115,7 @@ def test_free_slots_are_assigned():
 
 
 def test_cli_isa_option(tmp_path, capsys):
-    from tsar.cli import main
+    from tsar.cli.main import main
 
     bad = tmp_path / "bad.toml"
     bad.write_text('[[config]]\nname = "v"\nc = 9\ns = 4\n')

@@ -3,7 +3,7 @@
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tsar.isa.toolchain import write_atomic
+from tsar.common.toolchain import write_atomic
 
 
 def test_concurrent_writers_of_one_entry(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 import pytest
 
-from tsar.cli import main
+from tsar.cli.main import main
 from tsar.kernels import bench
 
 pytestmark = pytest.mark.native

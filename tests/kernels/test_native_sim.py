@@ -59,7 +59,7 @@ def test_sim_gemv_exact(sim_lib, fmt):
 def test_sim_gemm_entry_exact(fmt):
     """The GEMM entries run the token-blocked rows loops (int2: the decoded-block micro-kernel for
     n >= 4, with its tails) and agree with the reference, adversarial extremes included."""
-    from tsar.native_sim import simulate_native
+    from tsar.simulate.native_kernel import simulate_native
 
     for n in (2, 5):
         assert simulate_native(fmt, 64, 384, n=n).exact, n
@@ -74,7 +74,7 @@ EXTREMES = [(127, 1), (-127, 1), (127, -1), (-127, -1)]
 
 def test_public_formats_are_simulated_not_compared():
     from tsar.kernels.registry import NATIVE_KERNELS
-    from tsar.native_sim import NATIVE_SIM_KERNELS, PUBLIC_FORMAT_SIM_KERNELS, SIM_KERNELS
+    from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS, PUBLIC_FORMAT_SIM_KERNELS, SIM_KERNELS
 
     assert NATIVE_SIM_KERNELS == ("tl2", "tl1", "i2s", "int2")
     assert sorted(PUBLIC_FORMAT_SIM_KERNELS) == sorted(PUBLIC)
@@ -86,7 +86,7 @@ def test_public_formats_are_simulated_not_compared():
 def _padded(kernel, w):
     """``w`` packed for ``kernel`` in a 64-byte aligned buffer with the zero padding its loads need."""
     from tsar.kernels.registry import NATIVE_KERNELS
-    from tsar.native_sim import pack_native
+    from tsar.simulate.native_kernel import pack_native
 
     data = pack_native(kernel, w).data.view(np.uint8)
     buf = aligned_empty(data.size + NATIVE_KERNELS[kernel].overread)
@@ -153,7 +153,7 @@ def test_public_formats_exact_in_the_python_engine(kernel):
     (3: one group of 3; 6: 4 + 2, the 2-bit formats' two-sum path; 16 in test_public_format_counts),
     odd IQ*_BN block counts, and the adversarial extremes over K = 2048, past every int16 flush
     length (rows of all +1 and all -1 against tokens of all +127 and all -127)."""
-    from tsar.native_sim import simulate_native
+    from tsar.simulate.native_kernel import simulate_native
 
     runs = [(32, 256, 1), (16, 512, 3), (16, 256, 6)] + ([(16, 192, 1)] if kernel.startswith("iq") else [])
     for m, k, n in runs:
@@ -176,7 +176,7 @@ def _row_bytes(kernel, k):
 @pytest.mark.parametrize("kernel,k", [("tq1_0", 320), ("tq2_0", 128), ("iq1_bn", 96), ("iq2_bn", 100)])
 def test_public_format_shape_errors_are_user_errors(kernel, k):
     from tsar.errors import UserError
-    from tsar.native_sim import simulate_native
+    from tsar.simulate.native_kernel import simulate_native
 
     with pytest.raises(UserError) as err:
         simulate_native(kernel, 16, k)
@@ -193,7 +193,7 @@ def counts_cache(tmp_path_factory):
 @pytest.mark.parametrize("kernel", PUBLIC)
 def test_public_format_counts(kernel, counts_cache, monkeypatch):
     """simulated_counts drives the GEMM entry for a block of 16 tokens (cached on disk)."""
-    from tsar.counts import simulated_counts
+    from tsar.simulate.counts import simulated_counts
 
     monkeypatch.setenv("TSAR_CACHE_DIR", str(counts_cache))
     block = simulated_counts(kernel, 8, 256, tokens=16)   # exact, or simulated_counts raises
@@ -210,8 +210,8 @@ def test_public_format_counts(kernel, counts_cache, monkeypatch):
 @pytest.mark.parametrize("kernel", PUBLIC)
 def test_public_format_extrapolated_counts_equal_direct(kernel, counts_cache, monkeypatch):
     """Counts extrapolated from 256 and 512 rows equal a direct simulation of 1024 rows."""
-    from tsar.counts import ROW_UNIT, simulated_counts
-    from tsar.native_sim import simulate_native
+    from tsar.simulate.counts import ROW_UNIT, simulated_counts
+    from tsar.simulate.native_kernel import simulate_native
 
     monkeypatch.setenv("TSAR_CACHE_DIR", str(counts_cache))
     m, k = 4 * ROW_UNIT, 256

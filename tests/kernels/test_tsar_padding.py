@@ -36,7 +36,7 @@ def variants():
 
 
 def _plan(config: str, flow: str, K: int) -> KernelPlan:
-    from tsar.kernel_sim import plan_for
+    from tsar.simulate.tsar_kernel import plan_for
 
     return plan_for(f"tsar-{config}-{flow}", M, K)
 
@@ -78,9 +78,9 @@ def test_plan_pads_k_and_counts_the_padded_bytes(config: str, K: int, K_pad: int
 @pytest.mark.parametrize("config, K, K_pad", CASES)
 @pytest.mark.parametrize("flow", FLOWS)
 def test_padded_layers_bit_exact_in_both_engines(config: str, K: int, K_pad: int, flow: str) -> None:
-    from tsar.kernel_sim import simulate
     from tsar.kernels import quant, reference
     from tsar.sim import Machine
+    from tsar.simulate.tsar_kernel import simulate
 
     plan = _plan(config, flow, K)
     rng = np.random.default_rng(K + len(flow))

@@ -29,8 +29,8 @@ def trits():
 @pytest.mark.native
 @pytest.mark.parametrize("K, K_pad", [(6912, 6912), (2560, 2562)])
 def test_bitnet_projections_bit_exact_in_both_engines(trits, K: int, K_pad: int) -> None:
-    from tsar.kernel_sim import plan_for, simulate
     from tsar.sim import Machine
+    from tsar.simulate.tsar_kernel import plan_for, simulate
 
     M = 2560
     plan = plan_for(f"tsar-{trits.name}-op", M, K)
@@ -46,7 +46,7 @@ def test_bitnet_projections_bit_exact_in_both_engines(trits, K: int, K_pad: int)
 
 
 def test_k_the_quantization_cannot_take_is_refused(trits) -> None:
-    from tsar.kernel_sim import plan_for
+    from tsar.simulate.tsar_kernel import plan_for
 
     with pytest.raises(UserError, match=r"K=2564 must be a positive multiple of 8 for c3s2-trits"):
         plan_for(f"tsar-{trits.name}-op", 2560, 2564)

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from tsar.cli import main
+from tsar.cli.main import main
 from tsar.isa import C2S4
 from tsar.rtl.base import SliceOp
 from tsar.rtl.bench import write_waveform
@@ -23,7 +23,7 @@ from tsar.rtl.synth import (
 
 
 def test_waveform_is_valid_vcd(tmp_path):
-    from tsar.commands.rtl import base_semantics
+    from tsar.cli.commands.rtl import base_semantics
 
     path = tmp_path / "tlut_tgemv.vcd"
     report = write_waveform(str(path), C2S4, base_semantics)

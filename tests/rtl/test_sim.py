@@ -4,7 +4,7 @@ TLUT / TGEMV against the ISA's golden semantics, measured cycles against the uar
 import numpy as np
 import pytest
 
-from tsar.commands.rtl import base_semantics
+from tsar.cli.commands.rtl import base_semantics
 from tsar.isa import C2S4, C4S4
 from tsar.rtl.bench import Case, base_case, measure_timing, random_cases, run_cases, tsar_case
 from tsar.rtl.ops import BASE_OPS
@@ -18,7 +18,7 @@ def _check(report):
 
 
 def test_every_base_op_is_a_simulator_op():
-    from tsar.sim.vecops import OPS
+    from tsar.sim.x86.vecops import OPS
 
     assert {op.mnemonic for op in BASE_OPS} <= set(OPS)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tsar.commands.rtl import base_semantics
+from tsar.cli.commands.rtl import base_semantics
 from tsar.isa import C2S4, C4S4, semantics
 from tsar.isa.config import TsarConfig, configs, register_config, unregister_config
 from tsar.rtl.base import SliceOp
@@ -202,7 +202,7 @@ def test_cli_area_of_isa_variants(monkeypatch, capsys, tmp_path):
     block areas here; the real runs are in docs/rtl.md), the others reported, not estimated."""
     import json
 
-    from tsar.cli import main
+    from tsar.cli.main import main
     from tsar.isa.config import registered
     from tsar.rtl import synth
     from tsar.rtl.slice import BASE_BLOCKS, TSAR_BLOCKS

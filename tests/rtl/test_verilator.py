@@ -5,7 +5,7 @@ policies, and the same cycle counts as the Python simulator."""
 import numpy as np
 import pytest
 
-from tsar.commands.rtl import base_semantics
+from tsar.cli.commands.rtl import base_semantics
 from tsar.isa import C2S4, C4S4
 from tsar.rtl.bench import base_case, measure_timing, run_cases, tsar_case
 from tsar.rtl.ops import BASE_OPS

@@ -1,6 +1,6 @@
 """Instruction forms for the differential tests: Intel-syntax text for keystone, per mnemonic.
 
-Register and memory conventions follow :mod:`tsar.sim.native`: memory operands are addressed
+Register and memory conventions follow :mod:`tsar.sim.host_oracle`: memory operands are addressed
 through ``rdx`` (a 256-byte window, ``rdx`` 64 bytes into it), GPR operands are ``eax``/``rax``
 and ``ecx``/``rcx``.
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tsar.sim.fpenv import MXCSR_DEFAULT
-from tsar.sim.native import FLAGS_IN, MXCSR_IN, RECORD_BYTES
+from tsar.sim.host_oracle import FLAGS_IN, MXCSR_IN, RECORD_BYTES
+from tsar.sim.x86.fpenv import MXCSR_DEFAULT
 
 _SPECIAL_BYTES = np.array([0, 1, 2, 0x7F, 0x80, 0x81, 0xFE, 0xFF], np.uint8)
 _SPECIAL_I16 = np.array([0, 1, -1, 2, 0x7FFF, -0x8000, 0x7F, -0x80, 0xFF, 0x100, 0x4000, -0x4000],

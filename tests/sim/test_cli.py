@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tsar.cli import main
+from tsar.cli.main import main
 from tsar.isa import C2S4, unpack_tile
 from tsar.paths import kernel_source
 

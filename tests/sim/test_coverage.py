@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import iced_x86 as iced
 
-from tsar.cli import main
-from tsar.sim import vecops
+from tsar.cli.main import main
 from tsar.sim.coverage import coverage
-from tsar.sim.forms import EXTENSIONS, vex_forms
+from tsar.sim.x86 import vecops
+from tsar.sim.x86.forms import EXTENSIONS, vex_forms
 
 
 def test_forms_are_iced_vex_forms_of_the_extensions():

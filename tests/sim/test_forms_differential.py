@@ -1,4 +1,4 @@
-"""Every instruction form of :func:`tsar.sim.forms.vex_forms` (derived from iced-x86's tables: AVX,
+"""Every instruction form of :func:`tsar.sim.x86.forms.vex_forms` (derived from iced-x86's tables: AVX,
 AVX2, FMA, F16C, BMI1, BMI2) against the host CPU, on random register, memory, flag and MXCSR
 states (rounding modes, DAZ, FTZ, sticky flags; NaNs, infinities, denormals, extreme integers,
 all-ones and all-zero masks from :mod:`sim_inputs`).
@@ -19,11 +19,11 @@ import pytest
 from sim_inputs import make_mxcsr, make_records
 
 from tsar.sim import run_native, simulate_records
-from tsar.sim.bmi import UNDEFINED_FLAGS
-from tsar.sim.forms import EXTENSIONS, Form, vex_forms
-from tsar.sim.fpops import APPROXIMATE
-from tsar.sim.native import FLAGS_MASK, FLAGS_OUT, GPR_OFFSET, GPRS, MEM_BIAS, MEM_OFFSET
-from tsar.sim.vecops import ALIGNED_MOVES
+from tsar.sim.host_oracle import FLAGS_MASK, FLAGS_OUT, GPR_OFFSET, GPRS, MEM_BIAS, MEM_OFFSET
+from tsar.sim.x86.bmi import UNDEFINED_FLAGS
+from tsar.sim.x86.forms import EXTENSIONS, Form, vex_forms
+from tsar.sim.x86.fpops import APPROXIMATE
+from tsar.sim.x86.vecops import ALIGNED_MOVES
 
 FORMS = vex_forms()
 FAST = {"cases": 96, "imms": (0x00, 0x1B, 0x8D)}

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from tsar.cli import build_parser, main
+from tsar.cli.main import build_parser, main
 from tsar.sim import Machine, SimulationError
 
 ACCESSORS = """

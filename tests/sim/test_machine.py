@@ -246,7 +246,7 @@ def test_memory_stats_on_code_translated_before(machine: Machine):
 def test_ctrl_c_inside_the_simulator_is_an_interrupt(machine: Machine, monkeypatch, capsys, tmp_path):
     """A KeyboardInterrupt raised while a hook runs stops the guest and reaches the caller as
     itself (the CLI then prints "interrupted" and exits 130), not as an internal error."""
-    from tsar.cli import main
+    from tsar.cli.main import main
 
     def interrupted(*_args):
         raise KeyboardInterrupt

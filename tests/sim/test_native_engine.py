@@ -117,7 +117,7 @@ def test_worker_and_in_process_agree_with_numpy_on_the_gemv_strip():
 
 @pytest.mark.parametrize("kernel", kernel_names())
 def test_bitlinear_kernels_bit_exact(kernel: str):
-    from tsar.kernel_sim import plan_for, simulate
+    from tsar.simulate.tsar_kernel import plan_for, simulate
 
     rng = np.random.default_rng(2)
     plan = plan_for(kernel, 64, 512)
@@ -194,7 +194,7 @@ def test_tlut_tgemv_equal_the_ternary_product_natively(cfg: TsarConfig):
 
 @pytest.mark.parametrize("name", ["bitnet-b1.58-2b-4t", pytest.param("llama3-8b", marks=pytest.mark.slow)])
 def test_whole_model_layers_bit_exact(name: str):
-    from tsar.model_run import run_model
+    from tsar.simulate.model import run_model
 
     run = run_model(name, 2, kernel="tsar-c2s4-op", layers=1, progress=False)
     assert not run.mismatched_layers and sum(run.calls.values()) == 5
@@ -202,7 +202,7 @@ def test_whole_model_layers_bit_exact(name: str):
 
 def test_model_run_errors_are_one_line(tmp_path):
     from tsar.errors import UserError
-    from tsar.model_run import run_model
+    from tsar.simulate.model import run_model
 
     with pytest.raises(UserError, match="unknown model 'gpt5'"):
         run_model("gpt5")
@@ -218,7 +218,7 @@ def test_model_run_errors_are_one_line(tmp_path):
 @pytest.mark.parametrize("config", ["c2s4", "c4s4"])
 def test_token_blocked_gemm_at_prefill_sizes(config: str, flow: str):
     """The GEMM dataflows at N = 8, 32 and 128 on a BitNet-2B-sized layer, random and adversarial."""
-    from tsar.kernel_sim import plan_for, simulate
+    from tsar.simulate.tsar_kernel import plan_for, simulate
 
     plan = plan_for(f"tsar-{config}-{flow}", 2560, 2560)
     rng = np.random.default_rng(3)
@@ -238,7 +238,7 @@ def test_token_blocked_gemm_ci_sizes(config: str, flow: str):
     """The GEMM dataflows at N = 8, 32 and 128 on 33 tiles (an ap-tokens tile block and a remainder)
     x K = 512 (two int16 windows): random, then all weights +1 or -1 with every activation at
     +-127."""
-    from tsar.kernel_sim import plan_for, simulate
+    from tsar.simulate.tsar_kernel import plan_for, simulate
 
     m, k = 16 * 33, 512
     plan = plan_for(f"tsar-{config}-{flow}", m, k)

@@ -12,7 +12,7 @@ from tsar.isa.config import configs
 from tsar.isa.operands import Memory, Register
 from tsar.sim import Machine
 from tsar.sim.errors import SimulationError
-from tsar.sim.proxy import PROXY_UOP, proxy_report, proxy_sequence, proxy_source
+from tsar.sim.proxy_engine.machine import PROXY_UOP, proxy_report, proxy_sequence, proxy_source
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_AVX2 = "avx2" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
@@ -69,7 +69,7 @@ def test_source_rewrite_keeps_labels_and_removes_tsar() -> None:
 
 @needs_avx2
 def test_kernel_runs_in_the_proxy_engine() -> None:
-    from tsar.kernel_sim import plan_for, simulate
+    from tsar.simulate.tsar_kernel import plan_for, simulate
 
     plan = plan_for("tsar-c2s4-op", 256, 256)
     rng = np.random.default_rng(1)

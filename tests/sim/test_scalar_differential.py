@@ -8,10 +8,10 @@ from sim_inputs import make_records
 
 from tsar.isa.assembler import keystone_code
 from tsar.sim import run_native, simulate_records
-from tsar.sim.blocks import compile_one
+from tsar.sim.host_oracle import FLAGS_MASK, FLAGS_OUT
 from tsar.sim.memory import GuestMemory
-from tsar.sim.native import FLAGS_MASK, FLAGS_OUT
-from tsar.sim.state import CpuState
+from tsar.sim.python_engine.blocks import compile_one
+from tsar.sim.x86.state import CpuState
 
 CF, PF, AF, ZF, SF, OF = 0x1, 0x4, 0x10, 0x40, 0x80, 0x800
 
@@ -42,7 +42,7 @@ FORMS += [("mov rax, rcx", 0), ("mov eax, ecx", 0), ("mov rsi, 0x123456789abc", 
           ("movsxd rsi, dword ptr [rdx + 12]", 0), ("movsxd rdi, eax", 0),
           ("lea rax, [rcx + rsi*4 + 0x10]", 0), ("lea ecx, [rax + rbx - 3]", 0),
           ("lea r8, [rsi + rdi*8 + 8]", 0)]
-# Every 8/16/32/64-bit name of the registers the host harness loads (tsar.sim.native.GPRS), as a
+# Every 8/16/32/64-bit name of the registers the host harness loads (tsar.sim.host_oracle.GPRS), as a
 # source; the names of the others (rbp, r12-r15, rdx) are checked against Unicorn below.
 _HARNESS = ("rax", "rcx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 _NAMES = {"rax": ("al", "ah", "ax", "eax"), "rcx": ("cl", "ch", "cx", "ecx"),

@@ -9,10 +9,10 @@ from tsar.isa import C2S4, C2S4_128, C4S4, configs, pack_tile
 from tsar.isa.config import TsarConfig
 from tsar.isa.instructions import Kind
 from tsar.isa.operands import Memory, Register
-from tsar.kernel_sim import KERNEL_NAMES, plan_for, simulate
 from tsar.paths import kernel_source
 from tsar.sim import Machine, SimulationError, Stats
-from tsar.sim.tsar_exec import TsarOp, batch_spans
+from tsar.sim.python_engine.tsar_exec import TsarOp, batch_spans
+from tsar.simulate.tsar_kernel import KERNEL_NAMES, plan_for, simulate
 
 
 def _same_stats(a: Stats, b: Stats) -> None:

@@ -1,5 +1,5 @@
-"""The generated C helpers of :mod:`tsar.sim.tsar_native` against the Python engine
-(:func:`tsar.sim.tsar_exec.compile_tsar`): whole 512-byte register images after random TLUTs and
+"""The generated C helpers of :mod:`tsar.sim.native_engine.tsar_stubs` against the Python engine
+(:func:`tsar.sim.python_engine.tsar_exec.compile_tsar`): whole 512-byte register images after random TLUTs and
 TGEMVs of every registered configuration and of variants registered here (c = 1..4, 128 and 256
 bits, every weight-code layout, split and trit codes: vector and scalar TGEMV paths), register and
 memory operands, aliasing operands, int8 / int16 extremes; exact-size memory reads; symbol names."""
@@ -22,9 +22,9 @@ from tsar.isa.config import TsarConfig, configs, register_config, unregister_con
 from tsar.isa.instructions import by_mnemonic
 from tsar.isa.operands import Memory, Register
 from tsar.sim.memory import GuestMemory
-from tsar.sim.state import CpuState
-from tsar.sim.tsar_exec import compile_tsar
-from tsar.sim.tsar_native import build_helpers, c_name, helper_source, helper_symbols
+from tsar.sim.native_engine.tsar_stubs import build_helpers, c_name, helper_source, helper_symbols
+from tsar.sim.python_engine.tsar_exec import compile_tsar
+from tsar.sim.x86.state import CpuState
 
 pytestmark = pytest.mark.native
 

@@ -16,7 +16,7 @@ from sim_inputs import make_records
 
 from tsar.isa.assembler import keystone_code
 from tsar.sim import run_native, simulate_records, supported_mnemonics
-from tsar.sim.native import FLAGS_MASK, FLAGS_OUT
+from tsar.sim.host_oracle import FLAGS_MASK, FLAGS_OUT
 
 FORMS = forms()
 FAST_CASES = 320

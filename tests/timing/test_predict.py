@@ -142,8 +142,8 @@ def test_cache_traffic_levels():
 
 
 def test_tsar_kernel_prediction_and_rtl_check():
-    from tsar.kernel_sim import plan_for, program_for, simulate
     from tsar.rtl.bench import measured_cycles
+    from tsar.simulate.tsar_kernel import plan_for, program_for, simulate
 
     plan = plan_for("tsar-c2s4-op", 32, 64)
     rng = np.random.default_rng(1)
@@ -160,7 +160,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nm")
 @pytest.mark.native
 @needs_gcc
 def test_validation_tiny_shape_table():
-    from tsar.validate import TINY_SHAPES, TSAR_GEMM_KERNELS, TSAR_KERNELS, validate
+    from tsar.validation.validate import TINY_SHAPES, TSAR_GEMM_KERNELS, TSAR_KERNELS, validate
 
     v = validate(shapes=TINY_SHAPES, dram=False, calls=10, rounds=2)
     assert len(v.cases) == 2 * 4 + len(TSAR_KERNELS) + len(TSAR_GEMM_KERNELS)
@@ -179,7 +179,7 @@ def test_validation_tiny_shape_table():
 def test_validation_full_table():
     """The full validation runs and reports every case. Its accuracy (MAPE) is a benchmark figure
     (`tsar validate-model`, docs/timing.md), not asserted here: timings on a shared machine vary."""
-    from tsar.validate import FULL_SHAPES, KERNELS, TSAR_GEMM_KERNELS, TSAR_KERNELS, validate
+    from tsar.validation.validate import FULL_SHAPES, KERNELS, TSAR_GEMM_KERNELS, TSAR_KERNELS, validate
 
     v = validate(calls=10, rounds=3)
     assert len(v.cases) == len(FULL_SHAPES) * (3 * len(KERNELS) + 2 * len(TSAR_KERNELS)

@@ -1,0 +1,179 @@
+"""Host-CPU oracle: run one instruction natively on batches of register and memory states.
+
+A small harness (assembled with keystone) loops over records; for each it loads ymm0..15, nine
+GPRs and the arithmetic flags from the record, points ``rdx`` at the record's memory window, runs
+the instruction under test and stores everything back in place. The code runs in a forked child
+process, so a fault (SIGSEGV, SIGILL) is reported as :class:`NativeError` instead of killing the
+caller.
+
+Record layout (bytes, ``RECORD_BYTES`` per case, 64-byte aligned):
+
+* ``[0, 512)``: ymm0..ymm15, 32 bytes each;
+* ``[512, 584)``: the GPRs of ``GPRS`` (8 bytes each, little-endian);
+* ``[584, 592)``: RFLAGS in (arithmetic bits), ``[592, 600)``: RFLAGS out;
+* ``[600, 604)``: MXCSR in (keep every exception masked: the harness does not catch #XM),
+  ``[604, 608)``: MXCSR out;
+* ``[MEM_OFFSET, MEM_OFFSET + MEM_BYTES)``: memory; ``rdx`` = record + ``MEM_OFFSET + MEM_BIAS``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import multiprocessing as mp
+from collections.abc import Sequence
+
+import numpy as np
+
+from tsar.isa.assembler import keystone_code
+
+GPRS = ("rax", "rcx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11")
+"""GPRs loaded from / stored to each record (``rdx`` is the memory pointer; r12-r15 belong to
+the harness)."""
+GPR_OFFSET, FLAGS_IN, FLAGS_OUT, MXCSR_IN, MXCSR_OUT = 512, 584, 592, 600, 604
+MEM_OFFSET, MEM_BYTES, MEM_BIAS = 640, 256, 64
+RECORD_BYTES = MEM_OFFSET + MEM_BYTES
+FLAGS_MASK = 0x8D5  # CF PF AF ZF SF OF
+
+
+class NativeError(RuntimeError):
+    """The native run failed (the instruction faulted or the child process died)."""
+
+
+def harness(insn: bytes) -> bytes:
+    """Machine code of ``void run(uint8_t *records, size_t count)`` around ``insn``."""
+    load = [f"vmovdqu ymm{i}, ymmword ptr [r12 + {32 * i}]" for i in range(16)]
+    store = [f"vmovdqu ymmword ptr [r12 + {32 * i}], ymm{i}" for i in range(16)]
+    gl = [f"mov {r}, qword ptr [r12 + {GPR_OFFSET + 8 * i}]" for i, r in enumerate(GPRS)]
+    gs = [f"mov qword ptr [r12 + {GPR_OFFSET + 8 * i}], {r}" for i, r in enumerate(GPRS)]
+    text = "\n".join([
+        "push rbx", "push rbp", "push r12", "push r13", "push r14", "push r15",
+        "sub rsp, 8", "stmxcsr dword ptr [rsp]",
+        "mov r12, rdi", "mov r13, rsi", "test r13, r13", "jz done",
+        "next:", *load, *gl,
+        f"lea rdx, [r12 + {MEM_OFFSET + MEM_BIAS}]",
+        f"ldmxcsr dword ptr [r12 + {MXCSR_IN}]",
+        f"push qword ptr [r12 + {FLAGS_IN}]", "popfq",
+        ".byte " + ", ".join(f"{b:#04x}" for b in insn),
+        "pushfq", f"pop qword ptr [r12 + {FLAGS_OUT}]", f"stmxcsr dword ptr [r12 + {MXCSR_OUT}]",
+        *store, *gs,
+        f"add r12, {RECORD_BYTES}", "dec r13", "jnz next",
+        "done:", "vzeroupper", "ldmxcsr dword ptr [rsp]", "add rsp, 8",
+        "pop r15", "pop r14", "pop r13", "pop r12", "pop rbp", "pop rbx", "ret",
+    ])
+    return keystone_code(text, 0)
+
+
+def _execute(code: bytes, records: np.ndarray) -> np.ndarray:
+    """Run ``code`` on ``records`` in this process (the child)."""
+    page = mmap.mmap(-1, max(mmap.PAGESIZE, len(code)),
+                     prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(code)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    func = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t)(address)
+    buf = np.zeros(records.size + 64, np.uint8)
+    start = (-buf.ctypes.data) % 64
+    work = buf[start:start + records.size].reshape(records.shape)
+    work[:] = records
+    func(work.ctypes.data, records.shape[0])
+    return work.copy()
+
+
+def _child(conn, jobs: Sequence[tuple[bytes, np.ndarray]]) -> None:
+    for n, (insn, records) in enumerate(jobs):
+        conn.send(("start", n))
+        conn.send(("done", _execute(harness(insn), records)))
+    conn.close()
+
+
+def run_native(jobs: Sequence[tuple[bytes, np.ndarray]], timeout: float = 120.0) -> list[np.ndarray]:
+    """Run each ``(instruction bytes, records (N, RECORD_BYTES) uint8)`` job natively.
+
+    Returns the records after execution. Raises :class:`NativeError` naming the job whose
+    instruction crashed the child process.
+    """
+    for _, records in jobs:
+        if records.ndim != 2 or records.shape[1] != RECORD_BYTES or records.dtype != np.uint8:
+            raise ValueError(f"records must be (N, {RECORD_BYTES}) uint8")
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, list(jobs)), daemon=True)
+    proc.start()
+    child.close()
+    results: list[np.ndarray] = []
+    current = -1
+    try:
+        while len(results) < len(jobs):
+            if not parent.poll(timeout):
+                raise NativeError(f"native run timed out in job {current}")
+            try:
+                tag, value = parent.recv()
+            except EOFError:
+                proc.join(5)
+                insn = jobs[current][0].hex(" ") if current >= 0 else "?"
+                raise NativeError(f"native child died (exit code {proc.exitcode}) in job {current}: "
+                                  f"{insn}") from None
+            if tag == "start":
+                current = value
+            else:
+                results.append(value)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+    return results
+
+
+def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = True) -> np.ndarray:
+    """Run ``insn`` (one instruction, or a short straight sequence the Python layer executes) in
+    the simulator on each record (same layout and register conventions as the native harness).
+    Returns the records after execution."""
+    from tsar.sim.memory import GuestMemory
+    from tsar.sim.python_engine.blocks import compile_one
+    from tsar.sim.x86.state import CpuState
+
+    mem = GuestMemory(code_size=4096, data_size=1 << 16, stack_size=4096)
+    st = CpuState(mem)
+    window = mem.data_start
+    rdx = window + MEM_BIAS
+    code_addr = mem.code_start
+    mem.write(code_addr, insn, code=True)
+    steps = []
+    addr = code_addr
+    while addr < code_addr + len(insn):  # a short sequence (e.g. a register set-up, then the form)
+        compiled = compile_one(st, addr, trace=False)
+        if compiled.run is None:
+            raise ValueError(f"{compiled.text}: not executed by the Python layer")
+        steps.append(compiled.run)
+        addr = compiled.next
+    out = records.copy()
+    with st.fp.session():
+        _simulate_each(out, st, steps, mem, window, rdx)
+    return out
+
+
+def _simulate_each(out: np.ndarray, st, steps: list, mem, window: int, rdx: int) -> None:
+    """Load each record into ``st``, run ``steps``, store the state back into the record."""
+    from tsar.sim.x86 import flags as fl
+
+    gpr_num = {"rax": 0, "rcx": 1, "rdx": 2, "rbx": 3, "rsi": 6, "rdi": 7, "r8": 8, "r9": 9,
+               "r10": 10, "r11": 11}
+    for rec in out:
+        st.ymm[:] = rec[:512].reshape(st.ymm.shape)
+        gv = rec[GPR_OFFSET:GPR_OFFSET + 8 * len(GPRS)].view(np.uint64)
+        for i, name in enumerate(GPRS):
+            st.gpr[gpr_num[name]] = int(gv[i])
+        st.gpr[2] = rdx
+        flags_in = int(rec[FLAGS_IN:FLAGS_IN + 8].view(np.uint64)[0])
+        st.rflags_base = flags_in | 0x2
+        st.flags[0] = fl.raw(flags_in | 0x2)
+        st.fp.mxcsr = int(rec[MXCSR_IN:MXCSR_IN + 4].view(np.uint32)[0])
+        mem.buf[window - mem.base:window - mem.base + MEM_BYTES] = rec[MEM_OFFSET:]
+        for step in steps:
+            step()
+        rec[:512] = st.ymm.reshape(-1)
+        for i, name in enumerate(GPRS):
+            gv[i] = st.gpr[gpr_num[name]]
+        rec[FLAGS_OUT:FLAGS_OUT + 8].view(np.uint64)[0] = fl.materialize(st.flags[0], st.rflags_base)
+        rec[MXCSR_OUT:MXCSR_OUT + 4].view(np.uint32)[0] = st.fp.mxcsr
+        rec[MEM_OFFSET:] = mem.buf[window - mem.base:window - mem.base + MEM_BYTES]

@@ -1,0 +1,2 @@
+"""The proxy engine: the native engine with each T-SAR site replaced by uop-equivalent
+AVX2 for timing on silicon (results meaningless)."""

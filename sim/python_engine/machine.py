@@ -1,0 +1,591 @@
+"""The simulated machine: Unicorn runs scalar code, the Python layer runs vector and T-SAR code.
+
+Every VEX-encoded instruction (including T-SAR's map-8 ones) gets a ``UC_HOOK_CODE`` hook bound to
+its address, found by a linear sweep of the loaded code. When Unicorn reaches one, the Python
+layer takes over: it loads the GPRs and flags, executes pre-compiled blocks (vector, T-SAR, and
+the simple scalar subset of :mod:`tsar.sim.x86.scalar`, following ``jmp``/``jcc``) until it meets an
+instruction only Unicorn can run, writes the registers back and sets RIP there. Unicorn therefore
+never executes a VEX instruction (it cannot execute VEX.256 and mis-executes VEX.128).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import unicorn
+import unicorn.x86_const as X
+
+from tsar.isa.assembler import Program, assemble
+from tsar.sim.elf import load_elf_image
+from tsar.sim.errors import GuestFault, SimulationError
+from tsar.sim.memory import PAGE, GuestMemory, Span
+from tsar.sim.python_engine.blocks import SCALAR, TSAR, VECTOR, BlockCache, Insn
+from tsar.sim.python_engine.ucfast import GPR_IDS, XMM_IDS, Hooks, RegBatch, emu_stop, set_rip
+from tsar.sim.stats import MemoryTrace, Stats
+from tsar.sim.x86 import flags as fl
+from tsar.sim.x86.decode import decode, is_vex
+from tsar.sim.x86.state import GPR_NAMES, MASK64, CpuState
+
+_PERMS = {"rx": unicorn.UC_PROT_READ | unicorn.UC_PROT_EXEC,
+          "rw": unicorn.UC_PROT_READ | unicorn.UC_PROT_WRITE}
+_INT_ARG_REGS = (7, 6, 2, 1, 8, 9)  # rdi, rsi, rdx, rcx, r8, r9
+_UC_ERROR_KIND = {
+    unicorn.UC_ERR_READ_UNMAPPED: "memory", unicorn.UC_ERR_WRITE_UNMAPPED: "memory",
+    unicorn.UC_ERR_FETCH_UNMAPPED: "memory", unicorn.UC_ERR_READ_PROT: "memory",
+    unicorn.UC_ERR_WRITE_PROT: "memory", unicorn.UC_ERR_FETCH_PROT: "memory",
+    unicorn.UC_ERR_READ_UNALIGNED: "memory", unicorn.UC_ERR_WRITE_UNALIGNED: "memory",
+    unicorn.UC_ERR_INSN_INVALID: "ud", unicorn.UC_ERR_EXCEPTION: "exception",
+}
+_ACCESS = {unicorn.UC_MEM_READ: "read", unicorn.UC_MEM_WRITE: "write",
+           unicorn.UC_MEM_READ_UNMAPPED: "read", unicorn.UC_MEM_WRITE_UNMAPPED: "write",
+           unicorn.UC_MEM_FETCH_UNMAPPED: "fetch", unicorn.UC_MEM_READ_PROT: "read",
+           unicorn.UC_MEM_WRITE_PROT: "write", unicorn.UC_MEM_FETCH_PROT: "fetch"}
+_SLACK_REACH = 32  # bytes before an array's end from which a Unicorn access is checked
+
+
+_MISSING = object()
+
+
+def _hook_error(exc: BaseException, rip: int | None = None) -> BaseException:
+    """What a hook's exception becomes once Unicorn has stopped: a Ctrl-C stays a
+    KeyboardInterrupt (the CLI prints "interrupted"), a guest fault stays itself, anything else
+    is an internal error at ``rip``."""
+    if isinstance(exc, SimulationError | KeyboardInterrupt):
+        return exc
+    return SimulationError("internal", f"{type(exc).__name__}: {exc}", rip=rip)
+_NATIVE_OPTIONS = ("code_size", "timeout", "in_process")
+
+
+@dataclass
+class _UBlock:
+    """Instructions Unicorn executes in one translation block (up to the first hooked one)."""
+
+    insns: list[Insn]
+    hits: int = 0
+
+
+class Machine:
+    """An x86-64 machine with guest memory, loaded code and a System V ``call``.
+
+    Array arguments, the stack and the code sit between unmapped guard pages, and an access that
+    leaves them by even one byte is a :class:`SimulationError` naming the nearest array and the
+    offset (Unicorn faults on the guard pages; the bytes between an array's end and its page's end
+    are watched by a bounded memory hook; the Python layer checks every access).
+
+    ``max_instructions`` and ``timeout`` (seconds) bound every call; ``python_scalar=False`` leaves
+    all scalar instructions to Unicorn (slower; used to cross-check the Python scalar subset);
+    ``batch_tsar=False`` executes T-SAR instructions one by one instead of in batches (same results
+    and statistics; used to cross-check the batching).
+    """
+
+    engine = "python"
+
+    def __new__(cls, *args: object, engine: str = "python", **kwargs: object):
+        """``engine="python"`` (this class) or ``"native"`` (a
+        :class:`~tsar.sim.native_engine.machine.NativeMachine`: the host runs the code, T-SAR instructions
+        through rewritten stubs) or ``"proxy"`` (a :class:`~tsar.sim.proxy_engine.machine.ProxyMachine`: T-SAR
+        instructions replaced by uop-equivalent AVX2 for timing; results meaningless)."""
+        if engine == "proxy":
+            from tsar.sim.proxy_engine.machine import ProxyMachine
+            return ProxyMachine(**{k: v for k, v in kwargs.items() if k in _NATIVE_OPTIONS})
+        if engine == "native":
+            from tsar.sim.native_engine.machine import NativeMachine
+            return NativeMachine(**{k: v for k, v in kwargs.items() if k in _NATIVE_OPTIONS})
+        if engine != "python":
+            raise SimulationError("argument", f"unknown engine '{engine}' (expected python, native or proxy)")
+        return super().__new__(cls)
+
+    def __init__(self, *, code_size: int = 16 << 20, data_size: int = 512 << 20,
+                 stack_size: int = 1 << 20, max_instructions: int = 10**10,
+                 timeout: float = 3600.0, python_scalar: bool = True,
+                 batch_tsar: bool = True, engine: str = "python") -> None:
+        self.mem = GuestMemory(code_size=code_size, data_size=data_size, stack_size=stack_size,
+                               guarded=True)
+        self.uc = unicorn.Uc(unicorn.UC_ARCH_X86, unicorn.UC_MODE_64)
+        host = self.mem.host_address
+        for start, size, perms in self.mem.regions():
+            self.uc.mem_map_ptr(start, size, _PERMS[perms], host + (start - self.mem.base))
+        self.st = CpuState(self.mem)
+        self.python_scalar, self.batch_tsar = python_scalar, batch_tsar
+        self.cache = BlockCache(self.st, trace=False, python_scalar=python_scalar, batch_tsar=batch_tsar)
+        self.max_instructions, self.timeout = max_instructions, timeout
+        self.symbols: dict[str, int] = {}
+        self.stats = Stats()
+        self.trace: MemoryTrace | None = None
+        self.legacy_sse = False
+        self.heartbeat: Callable[[int, float], None] | None = None
+        """Called with (instructions so far, seconds) every ``heartbeat_seconds`` of a long call."""
+        self.heartbeat_seconds = 2.0
+        self._started = self._wall_deadline = 0.0
+        self._hooks = Hooks(self.uc)
+        self._gregs = RegBatch(self.uc, (*GPR_IDS, X.UC_X86_REG_EFLAGS))
+        row = self.st.ymm.ctypes.data
+        self._xregs = RegBatch(self.uc, XMM_IDS, [row + 32 * i for i in range(16)])
+        self._hooked: set[int] = set()
+        self._ublocks: dict[tuple[int, int], _UBlock] = {}
+        self._error: BaseException | None = None
+        self._counted = 0
+        self._limit = 0
+        self._deadline = 0.0
+        self._entries = 0
+        self._scalar_mem = [0, 0]
+        self._timeout = 0.0
+        self.arguments: list[Span] = []  # where the last call's array arguments were placed
+        self._mapped: dict[tuple[int, int], object] = {}  # Unicorn-mapped array -> its slack hook
+        self._fast_tbs = True  # Unicorn may hold blocks translated without memory hooks
+        self._bad_access: tuple[int, int, int] | None = None  # (access, address, size)
+        self.ret_addr = self.mem.alloc_code(16)
+        self.mem.write(self.ret_addr, b"\xcc" * 16, code=True)
+        self._hooks.code(self._on_block, self.mem.code_start, self.mem.code_end - 1, block=True)
+        self._hooks.invalid(self._on_invalid)
+        self._hooks.invalid_memory(self._on_bad_access)
+
+    # --- loading ---------------------------------------------------------------------------------
+    def load_code(self, code: bytes, symbols: Mapping[str, int] | None = None,
+                  base: int | None = None) -> int:
+        """Copy position-independent code into the code region; ``symbols`` are offsets from its
+        start. Returns the load address."""
+        addr = self.mem.alloc_code(len(code)) if base is None else base
+        self.mem.write(addr, code, code=True)
+        for name, offset in (symbols or {}).items():
+            self.symbols[name] = addr + offset
+        self._scan(addr, addr + len(code))
+        return addr
+
+    def load_asm(self, source: str, filename: str = "<input>") -> dict[str, int]:
+        """Assemble Intel-syntax AVX2 + T-SAR source into the code region; returns its labels."""
+        size = len(assemble(source, base=0, filename=filename).code)
+        addr = self.mem.alloc_code(size)
+        program = assemble(source, base=addr, filename=filename)
+        return self.load_program(program)
+
+    def load_program(self, program: Program) -> dict[str, int]:
+        """Load an assembled :class:`~tsar.isa.assembler.Program` (relocated if its base is not a
+        free code address; keystone output is position-independent for relative branches)."""
+        if program.base >= self.mem.code_top and program.base + len(program.code) <= self.mem.code_end:
+            self.mem.code_top = program.base + len(program.code)
+            addr = program.base
+        else:
+            addr = self.mem.alloc_code(len(program.code))
+        offsets = {k: v - program.base for k, v in program.symbols.items()}
+        self.load_code(program.code, offsets, base=addr)
+        return {k: addr + v for k, v in offsets.items()}
+
+    def load_elf(self, path: str | Path) -> dict[str, int]:
+        """Load a shared object (no libc: undefined symbols are an error); returns its symbols."""
+        image = load_elf_image(Path(path).read_bytes(), Path(path).name)
+        addr = self.mem.alloc_code(image.size, align=4096)
+        self.mem.write(addr, image.relocated(addr), code=True)
+        for name, offset in image.symbols.items():
+            self.symbols[name] = addr + offset
+        for start, end in image.exec_ranges:
+            self._scan(addr + start, addr + end)
+        return {k: addr + v for k, v in image.symbols.items()}
+
+    def _scan(self, start: int, end: int) -> None:
+        """Linear sweep: hook every VEX / T-SAR instruction; note legacy SSE use."""
+        addr = start
+        while addr < end:
+            insn = self.cache.insn(addr)
+            if insn.cls != SCALAR:
+                if addr not in self._hooked:
+                    self._hooks.code(self._on_vector, addr, addr)
+                    self._hooked.add(addr)
+            elif not self.legacy_sse and insn.mnemonic != "(bad)":
+                ins = decode(self.mem.read(addr, min(15, end - addr)), addr)
+                if not is_vex(ins) and "xmm" in insn.text:
+                    self.legacy_sse = True
+            addr += insn.length
+
+    # --- calling ---------------------------------------------------------------------------------
+    def address(self, function: str | int) -> int:
+        if isinstance(function, int):
+            return function
+        try:
+            return self.symbols[function]
+        except KeyError:
+            known = ", ".join(sorted(self.symbols)) or "none loaded"
+            raise SimulationError("symbol", f"no function {function!r} (known: {known})") from None
+
+    def call(self, function: str | int, *args: object, returns: str = "i64", trace: bool = False,
+             memory_stats: bool = False, max_instructions: int | None = None,
+             timeout: float | None = None) -> int | float | None:
+        """Call ``function`` with System V arguments and return its result.
+
+        ``args``: numpy arrays are copied into 64-byte-aligned guest memory (their address is
+        passed) and copied back afterwards when writeable; Python ints are integer arguments
+        (rdi, rsi, rdx, rcx, r8, r9, then the stack); Python floats are ``double`` and
+        ``np.float32`` values ``float`` arguments (xmm0..7). ``returns``: ``i64``, ``u64``,
+        ``i32``, ``u32`` (rax), ``f32``/``f64`` (xmm0) or ``none``. Statistics of the call are in
+        :attr:`stats`; with ``trace=True`` the memory accesses are in :attr:`trace`.
+        """
+        entry = self.address(function)
+        data_mark = self.mem.data_top
+        buffers: list[tuple[np.ndarray, int]] = []
+        ints: list[int] = []
+        floats: list[bytes] = []
+        for index, arg in enumerate(args):
+            if isinstance(arg, np.ndarray):
+                addr = self.mem.alloc(arg.nbytes, 64, label=_array_label(index, arg))
+                self.mem.write(addr, np.ascontiguousarray(arg).view(np.uint8).reshape(-1))
+                buffers.append((arg, addr))
+                ints.append(addr)
+            elif isinstance(arg, np.float32):
+                floats.append(np.float32(arg).tobytes())
+            elif isinstance(arg, float):
+                floats.append(np.float64(arg).tobytes())
+            elif isinstance(arg, int | np.integer):
+                ints.append(int(arg) & MASK64)
+            else:
+                raise SimulationError("argument", f"unsupported argument type {type(arg).__name__}")
+        if len(floats) > 8:
+            raise SimulationError("argument", "more than 8 floating-point arguments")
+        try:
+            self.arguments = [s for s in self.mem.allocations if s.start >= data_mark]
+            self._map_arrays()
+            self._prepare(ints, floats, trace)
+            self._run(entry, max_instructions or self.max_instructions, timeout or self.timeout,
+                      memory_stats)
+            for arr, addr in buffers:
+                if arr.flags.writeable:
+                    arr.reshape(-1).view(np.uint8)[:] = self.mem.view(addr, arr.nbytes)
+        finally:
+            self.mem.release(data_mark)
+        return self._result(returns)
+
+    def _map_arrays(self) -> None:
+        """Map each live data allocation into Unicorn (its pages only, so the guard pages between
+        them fault) and watch the bytes between its end and its page's end with a bounded memory
+        hook. Mappings of the previous call that are still wanted are kept."""
+        wanted = {(s.start, s.size) for s in self.mem.allocations if s.size}
+        for key in [k for k in self._mapped if k not in wanted]:
+            hook = self._mapped.pop(key)
+            if hook is not None:
+                self._hooks.remove(hook)
+            self.uc.mem_unmap(key[0], -(-key[1] // PAGE) * PAGE)
+        host = self.mem.host_address - self.mem.base
+        for start, size in sorted(wanted - self._mapped.keys()):
+            mapped = -(-size // PAGE) * PAGE
+            self.uc.mem_map_ptr(start, mapped, _PERMS["rw"], host + start)
+            hook = None
+            if size != mapped:
+                hook = self._hooks.memory(self._on_slack, max(start, start + size - _SLACK_REACH),
+                                          start + mapped - 1)
+            self._mapped[start, size] = hook
+        if self._fast_tbs and any(h is not None for h in self._mapped.values()):
+            self.uc.ctl_flush_tb()  # blocks translated without memory hooks would skip them
+            self._fast_tbs = False
+
+    def _prepare(self, ints: list[int], floats: list[bytes], trace: bool) -> None:
+        if trace != self.cache.trace:
+            self.cache = BlockCache(self.st, trace=trace, python_scalar=self.python_scalar,
+                                    batch_tsar=self.batch_tsar)
+        self.st.trace = [] if trace else None
+        self.trace = None
+        stack_top = self.mem.end - 64
+        extra = ints[6:]
+        rsp = (stack_top - 8 * len(extra)) & ~0xF
+        rsp -= 8
+        self.mem.write(rsp, self.ret_addr.to_bytes(8, "little"))
+        for i, value in enumerate(extra):
+            self.mem.write(rsp + 8 + 8 * i, value.to_bytes(8, "little"))
+        gpr = [0] * 16
+        gpr[4] = rsp
+        for reg, value in zip(_INT_ARG_REGS, ints[:6], strict=False):
+            gpr[reg] = value
+        self.st.ymm[:] = 0
+        for i, raw in enumerate(floats):
+            self.st.ymm[i, :len(raw)] = np.frombuffer(raw, np.uint8)
+        vals = self._gregs.values
+        vals[:16] = gpr
+        vals[16] = 0x202
+        self._gregs.write()
+        self._xregs.write()
+
+    def _run(self, entry: int, limit: int, timeout: float, memory_stats: bool) -> None:
+        for block in self.cache.blocks.values():
+            if block is not None:
+                block.hits = 0
+        for ub in self._ublocks.values():
+            ub.hits = 0
+        self._error, self._counted, self._limit, self._entries = None, 0, limit, 0
+        self._timeout, self._bad_access = timeout, None
+        self._scalar_mem = [0, 0]
+        mem_hook = self._hooks.memory(self._on_memory) if (memory_stats or self.st.trace is not None) \
+            else None
+        if mem_hook is not None:
+            self.uc.ctl_flush_tb()  # blocks translated earlier carry no memory instrumentation
+        start = time.perf_counter()
+        self._started, self._wall_deadline = start, start + timeout
+        self._deadline = start + min(timeout, self.heartbeat_seconds) if self.heartbeat else start + timeout
+        try:
+            try:
+                with self.st.fp.session():
+                    self.uc.emu_start(entry, self.ret_addr, timeout=int(timeout * 1e6))
+            except unicorn.UcError as exc:
+                if self._error is None:
+                    self._error = self._unicorn_error(exc)
+        finally:
+            if mem_hook is not None:
+                self._hooks.remove(mem_hook)
+                self.uc.ctl_flush_tb()
+            if all(h is None for h in self._mapped.values()):
+                self._fast_tbs = True
+        elapsed = time.perf_counter() - start
+        if self._error is None and self.uc.reg_read(X.UC_X86_REG_RIP) != self.ret_addr:
+            self._error = self._fault(self._limit_fault(True), self.uc.reg_read(X.UC_X86_REG_RIP),
+                                      self._unicorn_registers())
+        self._collect(elapsed, memory_stats)
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    def _result(self, returns: str) -> int | float | None:
+        if returns == "none":
+            return None
+        if returns in ("f32", "f64"):
+            if self.legacy_sse:
+                self._xregs.read()
+            dt = np.float32 if returns == "f32" else np.float64
+            return float(self.st.ymm[0, :np.dtype(dt).itemsize].view(dt)[0])
+        rax = self.uc.reg_read(X.UC_X86_REG_RAX)
+        if returns == "u64":
+            return rax
+        if returns == "i64":
+            return rax - (1 << 64) if rax >> 63 else rax
+        value = rax & 0xFFFFFFFF
+        if returns == "u32":
+            return value
+        if returns == "i32":
+            return value - (1 << 32) if value >> 31 else value
+        raise SimulationError("argument", f"unknown return kind {returns!r}")
+
+    # --- hooks (must never raise) ----------------------------------------------------------------
+    def _on_vector(self, handle: int, address: int, size: int) -> None:
+        try:
+            self._python(address, handle)
+        except BaseException as exc:
+            self._error = _hook_error(exc, address)
+            emu_stop(handle)
+
+    def _on_invalid(self, handle: int) -> bool:
+        try:
+            rip = self.uc.reg_read(X.UC_X86_REG_RIP)
+            insn = self.cache.insn(rip)
+            if insn.cls == SCALAR:
+                return False
+            if rip not in self._hooked:
+                self._hooks.code(self._on_vector, rip, rip)
+                self._hooked.add(rip)
+            self._python(rip, handle)
+            return True
+        except BaseException as exc:
+            self._error = _hook_error(exc)
+            emu_stop(handle)
+            return True
+
+    def _on_block(self, handle: int, address: int, size: int) -> None:
+        try:
+            key = (address, size)
+            ub = self._ublocks.get(key)
+            if ub is None:
+                ub = self._ublocks[key] = self._unicorn_block(address, size)
+            ub.hits += 1
+            self._counted += len(ub.insns)
+            if self._counted > self._limit:
+                self._error = self._fault(self._limit_fault(False), address, self._unicorn_registers())
+                emu_stop(handle)
+            elif not ub.hits & 0x3FF and time.perf_counter() > self._deadline:
+                try:
+                    self._tick()
+                except GuestFault as fault:
+                    self._error = self._fault(fault, address, self._unicorn_registers())
+                    emu_stop(handle)
+        except BaseException as exc:
+            self._error = _hook_error(exc, address)
+            emu_stop(handle)
+
+    def _on_slack(self, access: int, address: int, size: int) -> None:
+        """An access near the end of an array whose last page has bytes past it."""
+        write = access == unicorn.UC_MEM_WRITE
+        if self._error is None and not self.mem.accessible(address, size, write):
+            try:
+                rip = self.uc.reg_read(X.UC_X86_REG_RIP)
+                fault = GuestFault("memory", self.mem.describe(address, size, _ACCESS[access]),
+                                   address)
+                self._error = self._fault(fault, rip, self._unicorn_registers())
+            except BaseException as exc:
+                self._error = _hook_error(exc)
+            self.uc.emu_stop()
+
+    def _on_bad_access(self, access: int, address: int, size: int) -> bool:
+        """An access to unmapped or protected memory: noted for the error message; it faults."""
+        self._bad_access = (access, address, size)
+        return False
+
+    def _on_memory(self, access: int, address: int, size: int) -> None:
+        write = int(access == unicorn.UC_MEM_WRITE)
+        self._scalar_mem[write] += size
+        if self.st.trace is not None:
+            self.st.trace.append((address, size, write))
+
+    def _unicorn_block(self, address: int, size: int) -> _UBlock:
+        insns, addr = [], address
+        while addr < address + size and addr not in self._hooked:
+            try:
+                insn = self.cache.insn(addr)
+            except GuestFault:
+                break
+            insns.append(insn)
+            addr += insn.length
+        return _UBlock(insns)
+
+    # --- the Python layer ------------------------------------------------------------------------
+    def _python(self, address: int, handle: int) -> None:
+        st, regs = self.st, self._gregs
+        regs.read()
+        vals = regs.values.tolist()
+        st.gpr[:] = vals[:16]
+        rflags = vals[16]
+        st.rflags_base = rflags
+        st.flags[0] = fl.raw(rflags)
+        if self.legacy_sse:
+            self._xregs.read()
+        self._entries += 1
+        nxt = self._execute(address)
+        out = regs.values
+        out[:16] = st.gpr
+        out[16] = fl.materialize(st.flags[0], rflags)
+        regs.write()
+        set_rip(handle, nxt)
+        if self.legacy_sse:
+            self._xregs.write()
+
+    def _execute(self, address: int) -> int:
+        """Run blocks from ``address`` until an instruction for Unicorn; returns its address."""
+        cache = self.cache
+        blocks = cache.blocks
+        limit, deadline = self._limit, self._deadline
+        counted = self._counted
+        clock = time.perf_counter
+        addr = address
+        try:
+            while True:
+                block = blocks.get(addr, _MISSING)
+                if block is _MISSING:
+                    block = cache.block(addr)
+                if block is None:
+                    break
+                block.fn()
+                block.hits += 1
+                counted += block.n
+                addr = block.branch() if block.branch is not None else block.exit
+                if counted > limit:
+                    raise self._limit_fault(False)
+                if clock() > deadline:
+                    self._counted = counted
+                    self._tick()  # the wall-time limit, or a heartbeat
+                    deadline = self._deadline
+        except GuestFault as fault:
+            self._counted = counted
+            if fault.kind == "limit":
+                raise self._fault(fault, addr) from None
+            insn = block.faulting_insn(fault.__traceback__)
+            raise self._fault(fault, insn.address) from None
+        self._counted = counted
+        return addr
+
+    def _tick(self) -> None:
+        """Past :attr:`_deadline`: raise the wall-time limit, or report a heartbeat
+        (:attr:`heartbeat`, every ``heartbeat_seconds``) and move the deadline to the next one."""
+        now = time.perf_counter()
+        if now >= self._wall_deadline:
+            raise self._limit_fault(True)
+        if self.heartbeat is not None:
+            self.heartbeat(self._counted, now - self._started)
+        self._deadline = min(self._wall_deadline, now + self.heartbeat_seconds)
+
+    # --- errors and statistics -------------------------------------------------------------------
+    def _limit_fault(self, wall_time: bool) -> GuestFault:
+        """The fault of the call's wall-time or instruction limit (checked after each block, so a
+        call stops within one block of ``max_instructions``)."""
+        if wall_time:
+            return GuestFault("limit", f"wall-time limit of {self._timeout:g} s reached")
+        return GuestFault("limit", f"instruction limit of {self._limit:,} reached")
+
+    def _fault(self, fault: GuestFault, rip: int,
+               registers: Mapping[str, int] | None = None) -> SimulationError:
+        try:
+            text = self.cache.insn(rip).text
+        except GuestFault:
+            text = "?"
+        return SimulationError(fault.kind, fault.message, rip=rip, instruction=text,
+                               registers=self.st.registers() if registers is None else registers,
+                               address=fault.address)
+
+    def _unicorn_registers(self) -> dict[str, int]:
+        return {name: self.uc.reg_read(rid) for name, rid in zip(GPR_NAMES, GPR_IDS, strict=True)}
+
+    def _unicorn_error(self, exc: unicorn.UcError) -> SimulationError:
+        rip = self.uc.reg_read(X.UC_X86_REG_RIP)
+        regs = self._unicorn_registers()
+        if self._bad_access is not None and _UC_ERROR_KIND.get(exc.errno) == "memory":
+            access, address, size = self._bad_access
+            fault = GuestFault("memory", self.mem.describe(address, size, _ACCESS[access]), address)
+            return self._fault(fault, rip, regs)
+        try:
+            insn = self.cache.insn(rip)
+            text = insn.text
+            if text.startswith(("div", "idiv")) and exc.errno == unicorn.UC_ERR_EXCEPTION:
+                return SimulationError("de", "division error (#DE)", rip=rip, instruction=text,
+                                       registers=regs)
+        except GuestFault:
+            text = "?"
+        kind = _UC_ERROR_KIND.get(exc.errno, "unicorn")
+        return SimulationError(kind, str(exc), rip=rip, instruction=text, registers=regs)
+
+    def _collect(self, elapsed: float, memory_stats: bool) -> None:
+        s = Stats(wall_seconds=elapsed, python_entries=self._entries,
+                  scalar_memory_counted=memory_stats or self.st.trace is not None)
+        counts: Counter = Counter()
+        scalar_read, scalar_written = self._scalar_mem
+        for block in self.cache.blocks.values():
+            if block is not None and block.hits:
+                s.python_instructions += block.hits * len(block.insns)
+                for insn in block.insns:
+                    counts[insn.address] += block.hits
+                    if insn.cls == SCALAR:  # Python-executed scalar traffic is static per insn
+                        scalar_read += block.hits * insn.bytes_read
+                        scalar_written += block.hits * insn.bytes_written
+        for ub in self._ublocks.values():
+            if ub.hits:
+                s.unicorn_instructions += ub.hits * len(ub.insns)
+                for insn in ub.insns:
+                    counts[insn.address] += ub.hits
+        for addr, n in counts.items():
+            insn = self.cache.insn(addr)
+            s.by_mnemonic[insn.mnemonic] += n
+            s.by_class[insn.cls] += n
+            if insn.cls == TSAR:
+                s.tsar_uops += n * insn.uops
+            if insn.cls in (VECTOR, TSAR):
+                s.vector_bytes_read += n * insn.bytes_read
+                s.vector_bytes_written += n * insn.bytes_written
+        s.scalar_bytes_read, s.scalar_bytes_written = scalar_read, scalar_written
+        s.per_address = counts
+        s.instructions = sum(counts.values())
+        self.stats = s
+        if self.st.trace is not None:
+            self.trace = MemoryTrace.from_list(self.st.trace)
+
+
+def _array_label(index: int, arr: np.ndarray) -> str:
+    """``arg 2 (i8[16x2560])``: an array argument in fault messages."""
+    kind = {"i": "i", "u": "u", "f": "f"}.get(arr.dtype.kind)
+    dtype = f"{kind}{8 * arr.dtype.itemsize}" if kind else arr.dtype.name
+    return f"arg {index} ({dtype}[{'x'.join(map(str, arr.shape))}])"

@@ -1,0 +1,89 @@
+"""``tsar compare``: T-SAR kernels against native TL2 and the other baselines, like for like."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from tsar import console
+from tsar.cli.argtypes import positive_int
+from tsar.errors import UserError
+from tsar.sim.platforms import SHIPPED
+
+NAME = "compare"
+HELP = ("compare T-SAR kernels with native TL2 and other baselines on a layer and platform: modelled "
+        "against modelled and, on the host, measured against measured")
+PLATFORMS = ("host", *SHIPPED)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", help="N x M x K (default 1x2560x2560)")
+    parser.add_argument("--platform", default="host",
+                        help=f"{', '.join(PLATFORMS)}, or a platform .toml file (default host)")
+    parser.add_argument("--threads", type=positive_int,
+                        help="threads (default: 1 for a layer, the platform's count for --model)")
+    parser.add_argument("--model", help="instead of one layer: a whole model (e.g. "
+                                        "bitnet-b1.58-2b-4t or 2b-4t, llama3-8b, falcon3-10b, "
+                                        "bitnet-700m): decode tokens/s and prefill latency")
+    parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="print the table as CSV")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tsar.cli.shapes import parse_shape
+
+    def progress(msg: str) -> None:
+        console.progress(f"  .. {msg}")
+
+    if args.model and args.shape:
+        raise UserError("--model and --shape exclude each other (a model has its own shapes)")
+    if args.threads is not None:
+        from tsar.estimate.layer import platform_named
+
+        available = os.cpu_count() or 1
+        if args.platform != "host":
+            plat = platform_named(args.platform)
+            available = plat.core.cores * plat.core.threads_per_core
+        if args.threads > available:
+            raise UserError(f"--threads {args.threads}: {args.platform} has {available} hardware threads")
+    if args.model:
+        from tsar.estimate.model import evaluate, format_estimates
+
+        try:
+            result = evaluate(args.model, args.platform, threads=args.threads, progress=progress)
+        except KeyError as exc:
+            raise UserError(str(exc.args[0])) from None
+        if args.csv:
+            from tsar.jsonout import emit_csv
+
+            emit_csv(result.records())
+            return 0
+        if args.json:
+            from tsar.jsonout import emit
+
+            emit("model-estimate", estimate=result)
+            return 0
+        print(format_estimates([result]))
+        return 0
+    from tsar.compare import compare
+
+    n, m, k = parse_shape(args.shape or "1x2560x2560")
+    result = compare(n, m, k, args.platform, threads=args.threads or 1, repeats=args.repeats,
+                     progress=progress)
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(result.records())
+        return 0
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("compare", N=result.N, M=result.M, K=result.K, platform=result.platform,
+             threads=result.threads, baseline=result.baseline.kernel,
+             model_error_source=result.error_source or None,
+             rows=[{k: v for k, v in r.items() if k not in ("N", "M", "K", "platform", "threads")}
+                   for r in result.records()])
+        return 0
+    print(result.table())
+    return 0

@@ -1,0 +1,269 @@
+"""``tsar run``: call a function of an assembly file or shared object in the simulator."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from tsar import console
+from tsar.cli.argtypes import non_negative_int, positive_float, positive_int, seed
+from tsar.errors import UserError
+
+NAME = "run"
+HELP = ("run a function of a kernel (.s with AVX2 + T-SAR, or a gcc-built .so) in the simulator, "
+        "or a T-SAR BitLinear kernel ('gemv' / 'gemm') verified against the reference")
+
+ARG_SYNTAX = """\
+arguments (--arg / --out, in call order; integers and pointers go to rdi, rsi, rdx, rcx, r8, r9,
+then the stack; floats to xmm0..7):
+  2560, 0x10, -3            an integer
+  f32:1.5, f64:0.25         a float / double value
+  DTYPE:SHAPE[:INIT]        a new array, passed by pointer and copied back after the call
+                            DTYPE: i8 u8 i16 u16 i32 u32 i64 u64 f32 f64
+                            SHAPE: 2560 or 16x2560
+                            INIT:  random (default: full range; i8 uses -127..127), zeros,
+                                   ones, ternary (-1/0/+1), range, fill=VALUE
+  FILE.npy                  an array loaded from a .npy file
+  --out DTYPE:SHAPE         like --arg DTYPE:SHAPE:zeros, and printed after the call
+T-SAR BitLinear kernels (FILE = gemv or gemm):
+  tsar run gemv --kernel tsar-c2s4-op --shape 1x2560x2560
+  tsar run gemm --kernel auto --shape 8x2560x6912
+  --shape is N x M x K (tokens, outputs, inputs); --kernel auto picks the dataflow from simulated
+  counts; the float output is checked bit for bit against tsar.kernels.reference.bitlinear.
+examples:
+  tsar run kernels/asm/gemv16_c2s4.s --fn gemv16_c2s4 --arg i8:2560 --arg u8:10240 \\
+      --out i32:16 --arg 2560
+  tsar run dot.so --fn dot_i8 --arg i8:4096 --arg i8:4096 --arg 4096 --returns i32"""
+
+MAX_INSTRUCTIONS = 10**9
+"""Default instruction limit of one call (guest instructions)."""
+TIMEOUT = 600.0
+"""Default wall-time limit of one call (seconds)."""
+
+MAX_ARRAY_BYTES = 8 << 30
+"""Largest array argument (bytes); larger requests are refused before allocating."""
+
+_DTYPES = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16, "i32": np.int32,
+           "u32": np.uint32, "i64": np.int64, "u64": np.uint64, "f32": np.float32, "f64": np.float64}
+
+
+class _CallArg(argparse.Action):
+    """Collect --arg and --out in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, "call_args", None) or [])
+        items.append((option_string == "--out", values))
+        namespace.call_args = items
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = ARG_SYNTAX
+    parser.add_argument("file", help="assembly source (.s), shared object (.so), gemv / gemm, or model")
+    parser.add_argument("model", nargs="?", help="model mode: the model name (see 'tsar compare --help')")
+    parser.add_argument("--engine", choices=["python", "native"], default="python",
+                        help="python: the instrumented simulator (default); native: the host CPU "
+                             "runs the code, T-SAR instructions through rewritten stubs")
+    parser.add_argument("--tokens", type=positive_int, default=1, help="model mode: tokens N (default 1)")
+    parser.add_argument("--weights", metavar="FILE.npz",
+                        help="model mode: ternary weights '{layer}.{matrix}' (default: random)")
+    parser.add_argument("--layers", type=positive_int, metavar="L",
+                        help="model mode: run only the first L transformer layers")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="model mode: print the per-matrix table as CSV")
+    parser.add_argument("--kernel", default="auto",
+                        help="gemv/gemm: tsar-<c2s4|c4s4>-<ap-min|ap-max|op>, or auto (default)")
+    parser.add_argument("--shape", default="1x2560x2560", help="gemv/gemm: N x M x K (default 1x2560x2560)")
+    parser.add_argument("--fn", help="function (label / symbol) to call; default: the first label")
+    parser.add_argument("--arg", action=_CallArg, metavar="SPEC", help="an argument (syntax below)")
+    parser.add_argument("--out", action=_CallArg, metavar="DTYPE:SHAPE",
+                        help="an output array argument, printed after the call")
+    parser.add_argument("--returns", default="i64",
+                        choices=["i64", "u64", "i32", "u32", "f32", "f64", "none"],
+                        help="how to read the return value (rax or xmm0); default i64")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of random inputs (default 0)")
+    parser.add_argument("--max-instructions", type=positive_int, default=MAX_INSTRUCTIONS, metavar="N",
+                        help=f"stop the call after about N guest instructions (default {MAX_INSTRUCTIONS:,})")
+    parser.add_argument("--timeout", type=positive_float, default=TIMEOUT, metavar="SECONDS",
+                        help=f"stop the call after this wall time (default {TIMEOUT:g} s)")
+    parser.add_argument("--memory-stats", action="store_true",
+                        help="count Unicorn's scalar memory traffic too (slower)")
+    parser.add_argument("--trace", metavar="FILE.npz",
+                        help="save the memory-address trace (address, size, write arrays)")
+    parser.add_argument("--hot", type=non_negative_int, default=0, metavar="N",
+                        help="also print the N most executed instructions")
+
+
+def parse_arg(spec: str, rng: np.random.Generator) -> object:
+    """One --arg value: an int, a float, or a numpy array."""
+    if spec.endswith(".npy"):
+        return np.load(spec)
+    try:
+        return int(spec, 0)
+    except ValueError:
+        pass
+    parts = spec.split(":")
+    kind = parts[0]
+    if kind in ("f32", "f64") and len(parts) == 2 and "x" not in parts[1]:
+        try:
+            value = float(parts[1])
+            return np.float32(value) if kind == "f32" else value
+        except ValueError:
+            pass
+    if kind not in _DTYPES or len(parts) not in (2, 3):
+        raise UserError(f"bad argument {spec!r} (see 'tsar run --help' for the syntax)")
+    dt = np.dtype(_DTYPES[kind])
+    try:
+        shape = tuple(int(n) for n in parts[1].split("x"))
+    except ValueError:
+        raise UserError(f"bad shape in {spec!r}") from None
+    if any(n < 0 for n in shape):
+        raise UserError(f"negative size in {spec!r}")
+    if int(np.prod(shape)) * dt.itemsize > MAX_ARRAY_BYTES:
+        raise UserError(f"{spec!r} needs {int(np.prod(shape)) * dt.itemsize / 2**30:.1f} GiB "
+                        f"(at most {MAX_ARRAY_BYTES >> 30} GiB per array)")
+    init = parts[2] if len(parts) == 3 else "random"
+    if init == "random":
+        if dt.kind == "f":
+            return rng.standard_normal(shape).astype(dt)
+        info = np.iinfo(dt)
+        low = -127 if dt == np.int8 else info.min
+        return rng.integers(low, info.max, size=shape, endpoint=True, dtype=dt)
+    if init == "zeros":
+        return np.zeros(shape, dt)
+    if init == "ones":
+        return np.ones(shape, dt)
+    if init == "ternary":
+        return rng.integers(-1, 2, size=shape).astype(dt)
+    if init == "range":
+        return np.arange(int(np.prod(shape))).astype(dt).reshape(shape)
+    if init.startswith("fill="):
+        try:
+            value = float(init[5:]) if dt.kind == "f" else int(init[5:], 0)
+        except ValueError:
+            raise UserError(f"bad fill value in {spec!r}") from None
+        if dt.kind != "f" and not np.iinfo(dt).min <= value <= np.iinfo(dt).max:
+            info = np.iinfo(dt)
+            raise UserError(f"fill value {value} is outside {kind}'s range [{info.min}, {info.max}] "
+                            f"in {spec!r}")
+        return np.full(shape, value, dt)
+    raise UserError(f"unknown initializer {init!r} in {spec!r}")
+
+
+def run(args: argparse.Namespace) -> int:
+    native = args.engine == "native"
+    if native and (args.trace or args.memory_stats or args.hot):
+        raise UserError("--trace, --memory-stats and --hot need --engine python (the native engine "
+                        "counts calls, wall time and T-SAR instructions only)")
+    if args.file == "model":
+        return _run_model(args)
+    if args.model is not None:
+        raise UserError(f"unexpected argument {args.model!r} (a model name follows 'model')")
+    if args.file in ("gemv", "gemm"):
+        from tsar.cli.bitlinear import run_bitlinear
+
+        stray = [opt for opt, given in (("--fn", args.fn), ("--arg/--out", getattr(args, "call_args", None)),
+                                        ("--returns", args.returns != "i64")) if given]
+        if stray:
+            raise UserError(f"{', '.join(stray)} apply to .s/.so files, not to '{args.file}' (its "
+                            "arguments come from --shape and --kernel)")
+        return run_bitlinear(args.file, args.kernel, args.shape, seed=args.seed, hot=args.hot,
+                             engine=args.engine, as_json=args.json)
+    from tsar.sim import Machine, SimulationError
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if native:
+        machine = Machine(engine="native", timeout=args.timeout)
+    else:
+        machine = Machine(max_instructions=args.max_instructions, timeout=args.timeout)
+    if path.suffix == ".s":
+        symbols = machine.load_asm(path.read_text(), filename=str(path))
+    else:
+        symbols = machine.load_elf(path)
+    fn = args.fn or next(iter(symbols), None)
+    if fn is None:
+        raise UserError(f"{path}: no function found")
+    rng = np.random.default_rng(args.seed)
+    call_args, outputs = [], []
+    for is_out, spec in getattr(args, "call_args", None) or []:
+        value = parse_arg(spec + (":zeros" if is_out and spec.count(":") == 1 else ""), rng)
+        call_args.append(value)
+        if is_out:
+            outputs.append((spec, value))
+    options = {} if native else {"trace": bool(args.trace), "memory_stats": args.memory_stats}
+    beats = []
+    if not native:
+        def heartbeat(count: int, seconds: float) -> None:
+            beats.append(seconds)
+            console.progress(f"\r  {fn}: {count:,} instructions simulated in {seconds:.0f} s (limits: "
+                             f"{args.max_instructions:,} instructions, {args.timeout:g} s)", end="")
+        machine.heartbeat = heartbeat
+    try:
+        try:
+            result = machine.call(fn, *call_args, returns=args.returns, **options)
+        finally:
+            if beats:
+                console.progress("")
+    except SimulationError as err:
+        if err.kind != "limit":
+            raise
+        option = "--timeout" if err.message.startswith("wall-time") else "--max-instructions"
+        raise UserError(f"{err}; {option} sets the limit") from None
+    if args.json:
+        from tsar.jsonout import emit, stats_fields
+
+        emit("run", file=str(path), function=fn, returns=args.returns, returned=result,
+             outputs={spec: value for spec, value in outputs}, stats=stats_fields(machine.stats))
+        return 0
+    print(f"{fn}(...) returned {result}")
+    with np.printoptions(threshold=64, linewidth=110):
+        for spec, value in outputs:
+            print(f"out {spec}: {value}")
+    print(machine.stats.summary())
+    if args.hot:
+        print(f"hot instructions (top {args.hot}):")
+        for addr, count in machine.stats.per_address.most_common(args.hot):
+            print(f"  {addr:#x} {count:>10,}  {machine.cache.insn(addr).text}")
+    if args.trace and machine.trace is not None:
+        t = machine.trace
+        np.savez_compressed(args.trace, address=t.address, size=t.size, write=t.write)
+        print(f"wrote {len(t):,} memory accesses to {args.trace}")
+    return 0
+
+
+def _run_model(args: argparse.Namespace) -> int:
+    from tsar.models import MODELS
+    from tsar.simulate.model import run_model
+
+    if args.model is None:
+        raise UserError(f"tsar run model needs a model name (one of {', '.join(MODELS)})")
+    run = run_model(args.model, args.tokens, kernel=args.kernel, engine=args.engine,
+                    weights=args.weights, layers=args.layers, seed=args.seed)
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(run.records())
+        return 1 if run.mismatched_layers else 0
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("run-model", model=args.model, tokens=args.tokens, engine=args.engine,
+             exact=not run.mismatched_layers, mismatched_layers=run.mismatched_layers,
+             matrices=[{"matrix": name, "kernel": run.kernels[name], "calls": run.calls[name],
+                        "seconds": secs, "ms_per_token": secs / run.tokens * 1e3}
+                       for name, secs in run.seconds.items()],
+             ms_per_token=run.total_seconds / run.tokens * 1e3)
+        return 1 if run.mismatched_layers else 0
+    print(f"{args.model}: {sum(run.calls.values())} BitLinear calls, {args.tokens} token(s), "
+          f"{args.engine} engine")
+    print(run.table())
+    if run.mismatched_layers:
+        print(f"MISMATCH against tsar.kernels.reference.bitlinear in {len(run.mismatched_layers)} "
+              f"layer(s): {', '.join(run.mismatched_layers[:8])}")
+        return 1
+    print("every output bit-exact against tsar.kernels.reference.bitlinear")
+    return 0

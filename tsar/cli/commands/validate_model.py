@@ -1,0 +1,142 @@
+"""``tsar validate-model``: the timing model's predictions vs native measurements on this host."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tsar import console
+from tsar.cli.argtypes import positive_float, positive_int
+from tsar.errors import UserError
+from tsar.kernels.registry import SIMULATED
+
+NAME = "validate-model"
+HELP = ("model the native AVX2 cores (TL2, TL1, I2_S, int2) and T-SAR kernels on this host and compare "
+        "with measurements (natives natively, T-SAR through the proxy engine): GEMV with cache- and "
+        "DRAM-resident weights, GEMM at 128 tokens; keeps the error per kernel family")
+
+
+def _shape(text: str) -> tuple[int, int]:
+    try:
+        m, k = (int(v) for v in text.lower().replace(" ", "").split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must be MxK, e.g. 2560x2560, got {text!r}") from None
+    return m, k
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kernel", action="append", choices=SIMULATED,
+                        help="kernel to validate (repeatable; default all four)")
+    parser.add_argument("--shape", action="append", type=_shape, metavar="MxK",
+                        help="layer shape M x K (repeatable; default 2560x2560, 6912x2560 and "
+                             "2560x6912)")
+    parser.add_argument("--tiny", action="store_true", help="one small shape (64x384), seconds")
+    parser.add_argument("--no-dram", action="store_true", help="skip the DRAM-resident variant")
+    parser.add_argument("--no-proxy", action="store_true",
+                        help="skip the T-SAR kernels timed through the proxy engine")
+    parser.add_argument("--no-gemm", action="store_true", help="skip the GEMM (128 tokens) cases")
+    parser.add_argument("--calls", type=positive_int, default=20,
+                        help="timed calls per case and round (GEMM: a tenth; default 20)")
+    parser.add_argument("--rounds", type=positive_int, default=7,
+                        help="rounds, every case once per round, alternating; the median of the round "
+                             "medians is kept (default 7)")
+    parser.add_argument("--write-errors", metavar="PATH",
+                        help="also write the per-family error table (JSON, stamped) to PATH; a full "
+                             "run always updates the cached one that compare, report and demo use")
+    parser.add_argument("--loops", action="store_true", help="print the per-loop report of every case")
+    parser.add_argument("--target", type=positive_float, default=None,
+                        help="exit with status 1 if the MAPE (percent) exceeds this")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
+    parser.add_argument("--csv", action="store_true", help="print the cases as CSV")
+
+
+def _check_shapes(kernels: tuple[str, ...], shapes: tuple[tuple[int, int], ...]) -> None:
+    """Every kernel must take every shape (each format has its own block sizes): checked by
+    packing a zero layer, before any measurement."""
+    import numpy as np
+
+    from tsar.kernels.baselines import prepare
+
+    for m, k in shapes:
+        for kernel in kernels:
+            try:
+                prepare(kernel, np.zeros((m, k), np.int8))
+            except ValueError as exc:
+                raise UserError(f"--shape {m}x{k}: {exc}") from None
+
+
+def _keep_errors(result, full: bool, path: str | None) -> None:
+    """The per-family error table: into the cache after a full run, to ``path`` if given."""
+    from pathlib import Path
+
+    from tsar.report import provenance
+    from tsar.validation import error_bars as model_error
+
+    prov = provenance(0)
+    stamp = {"machine": prov["cpu"], "date": prov["date"], "commit": prov["commit"],
+             "platform": f"{result.platform}, {result.frequency_ghz:.3f} GHz",
+             "mape": f"{result.mape:.1f} % over {len(result.cases)} cases", "command": "tsar validate-model"}
+    if full:
+        model_error.save(result, model_error.cache_path(), stamp)
+    if path:
+        try:
+            model_error.save(result, Path(path), stamp)
+        except OSError as exc:
+            raise UserError(f"--write-errors {path}: {exc.strerror or exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from tsar.validation.validate import (
+        DATA,
+        FULL_SHAPES,
+        GEMM_TOKENS,
+        KERNELS,
+        TINY_SHAPES,
+        TSAR_GEMM_KERNELS,
+        TSAR_KERNELS,
+        validate,
+    )
+
+    shapes = TINY_SHAPES if args.tiny else tuple(args.shape or FULL_SHAPES)
+    kernels = tuple(args.kernel or KERNELS)
+    _check_shapes(kernels, shapes)
+    tsar_kernels = () if args.no_proxy else TSAR_KERNELS
+    result = validate(kernels, shapes, tsar_kernels=tsar_kernels, dram=not args.no_dram,
+                      tsar_gemm_kernels=() if args.no_proxy else TSAR_GEMM_KERNELS,
+                      gemm_tokens=0 if args.no_gemm else GEMM_TOKENS,
+                      calls=args.calls, rounds=args.rounds,
+                      progress=lambda msg: console.progress(f"  {msg}"))
+    full = (not args.tiny and not args.kernel and not args.shape and not args.no_dram
+            and not args.no_proxy and not args.no_gemm)
+    _keep_errors(result, full, args.write_errors)
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(result.records())
+        return 1 if args.target is not None and not result.mape <= args.target else 0
+    if args.json:
+        from tsar.jsonout import emit
+        from tsar.validation.error_bars import table_of
+
+        mapes = {v: result.mape_of(v) for v in DATA if any(c.data == v for c in result.cases)}
+        emit("validate-model", platform=result.platform, frequency_ghz=result.frequency_ghz,
+             mape=result.mape, mape_by_variant=mapes, notes=result.notes,
+             cases=[{"kernel": c.kernel, "N": c.N, "M": c.M, "K": c.K, "variant": c.variant,
+                     "weight_bytes": c.weight_bytes, "predicted_s": c.predicted,
+                     "measured_s": c.measured, "spread": c.spread, "error": c.error,
+                     "bound": c.bound} for c in result.cases],
+             bias_by_family=result.bias(), error_by_family=result.family_error(),
+             error_table=table_of(result))
+        return 1 if args.target is not None and not result.mape <= args.target else 0
+    if args.loops:
+        for case in result.cases:
+            if case.prediction is not None:
+                print(f"== {case.kernel} {case.M} x {case.K} ({case.variant})")
+                print(case.prediction.table())
+    print(result.table())
+    for note in result.notes:
+        print(f"note: {note}")
+    if args.target is not None and not result.mape <= args.target:
+        print(f"MAPE {result.mape:.1f} % exceeds the target {args.target:g} %", file=sys.stderr)
+        return 1
+    return 0

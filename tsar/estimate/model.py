@@ -1,0 +1,122 @@
+"""Whole-model estimates: decode tokens/s and prefill latency, T-SAR against TL2, per platform.
+
+Only the BitLinear matrices are counted (QKV, O, gate, up, down of every layer; attention scores,
+norms, embeddings and the LM head are left out, for both sides alike). Each distinct matrix shape is
+simulated once per kernel (:mod:`tsar.simulate.counts`) and timed by the timing model on the platform; T-SAR
+takes the fastest of its kernels per layer, as the paper's framework selects a dataflow per layer.
+Decode is modelled from one simulated token; prefill (``PREFILL_TOKENS`` tokens) from one simulated
+block of tokens through the GEMM kernels on both sides (T-SAR's token-blocked dataflows, TL2's
+token-blocked rows loop), per-token dataflows from one token. Threads default to the platform's
+(the paper's 16 / 8 / 4; every hardware thread on the host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tsar.console import Steps
+from tsar.estimate.layer import counts_for, modelled, platform_named
+from tsar.frames import Tabular
+from tsar.kernels.tsar_plan import kernel_names
+from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
+from tsar.sim.platforms import Platform
+from tsar.simulate.counts import simulated_counts
+
+
+@dataclass(frozen=True)
+class LayerEstimate:
+    """One matrix: decode times (weights streamed from where the whole model fits) and prefill
+    times per token (GEMM: the token-blocked kernels' weights read from where the layer fits once
+    per block of tokens), each with the fastest T-SAR kernel for it."""
+
+    shape: LinearShape
+    tsar_kernel: str
+    tsar_seconds: float  # decode, one token
+    tl2_seconds: float   # decode, one token
+    tsar_prefill_seconds: float  # prefill, per token
+    tl2_prefill_seconds: float   # prefill, per token
+    tsar_prefill_kernel: str = ""
+
+
+@dataclass(frozen=True)
+class ModelEstimate(Tabular):
+    model: str
+    platform: str
+    threads: int
+    layers: int
+    per_layer: tuple[LayerEstimate, ...]
+
+    def _total(self, attr: str, tokens: int) -> float:
+        return self.layers * tokens * sum(getattr(e, attr) for e in self.per_layer)
+
+    @property
+    def decode_tsar_tps(self) -> float:
+        return 1.0 / self._total("tsar_seconds", 1)
+
+    @property
+    def decode_tl2_tps(self) -> float:
+        return 1.0 / self._total("tl2_seconds", 1)
+
+    def prefill_seconds(self, family: str, tokens: int = PREFILL_TOKENS) -> float:
+        return self._total("tsar_prefill_seconds" if family == "tsar" else "tl2_prefill_seconds", tokens)
+
+    def records(self) -> list[dict]:
+        """One row: decode tokens/s and prefill seconds (128 tokens), T-SAR and TL2, the paper's
+        reported tokens/s where Table III has this model and platform."""
+        return [{"model": self.model, "platform": self.platform, "threads": self.threads,
+                 "decode_tsar_tok_s": self.decode_tsar_tps, "decode_tl2_tok_s": self.decode_tl2_tps,
+                 "decode_speedup": self.decode_tsar_tps / self.decode_tl2_tps,
+                 "prefill_tsar_s": self.prefill_seconds("tsar"), "prefill_tl2_s": self.prefill_seconds("tl2"),
+                 "prefill_speedup": self.prefill_seconds("tl2") / self.prefill_seconds("tsar"),
+                 "paper_tok_s": self.reported_tps()}]
+
+    def reported_tps(self) -> float | None:
+        for r in TABLE_III:
+            if r.platform == self.platform and r.model == self.model:
+                return r.tokens_per_s
+        return None
+
+
+def evaluate(model: str, platform: str | Platform, *, threads: int | None = None,
+             tsar_kernels: Sequence[str] | None = None,
+             progress: Callable[[str], None] | None = None) -> ModelEstimate:
+    """Decode and prefill estimates of ``model`` on ``platform`` (a name, or a resolved
+    :class:`Platform`: a sweep passes the host's description measured once, not re-measured)."""
+    tsar_kernels = kernel_names() if tsar_kernels is None else tsar_kernels  # registered now
+    cfg = get_model(model)
+    plat = platform_named(platform) if isinstance(platform, str) else platform
+    threads = threads or plat.threads
+    estimates = []
+    step = Steps(len(cfg.gemv_shapes()), progress or (lambda _m: None))
+    for shape in cfg.gemv_shapes():
+        step(f"{plat.name}: {cfg.name} {shape.name} {shape.m} x {shape.k} (every kernel simulated once, "
+             "then cached)")
+        decode, prefill = {}, {}
+        for kernel in (*tsar_kernels, "tl2"):
+            c = simulated_counts(kernel, shape.m, shape.k)
+            model_bytes = cfg.linear_weights * c.weight_bytes / (shape.m * shape.k)
+            decode[kernel] = modelled(c, plat, 1, threads, weight_footprint=model_bytes)[0]
+            # prefill per token, from one simulated block of GEMM_BLOCK tokens for the GEMM kernels
+            prefill[kernel] = modelled(counts_for(kernel, PREFILL_TOKENS, shape.m, shape.k), plat, 1,
+                                       threads)[0]
+        best = min(tsar_kernels, key=decode.get)
+        best_prefill = min(tsar_kernels, key=prefill.get)
+        estimates.append(LayerEstimate(shape, best, decode[best], decode["tl2"], prefill[best_prefill],
+                                       prefill["tl2"], best_prefill))
+    name = platform if isinstance(platform, str) else plat.name
+    return ModelEstimate(cfg.name, name, threads, cfg.layers, tuple(estimates))
+
+
+def format_estimates(results: Sequence[ModelEstimate]) -> str:
+    cols = (f"{'model':14} {'platform':12} {'thr':>3} {'decode tok/s T-SAR':>19} {'TL2':>8} "
+            f"{'speedup':>8} {'prefill s T-SAR':>16} {'TL2':>8} {'speedup':>8} {'paper tok/s':>12}")
+    lines = [cols, "-" * len(cols)]
+    for r in results:
+        paper = r.reported_tps()
+        lines.append(
+            f"{r.model:14} {r.platform:12} {r.threads:3d} {r.decode_tsar_tps:19.1f} {r.decode_tl2_tps:8.1f} "
+            f"{r.decode_tsar_tps / r.decode_tl2_tps:7.2f}x {r.prefill_seconds('tsar'):16.3f} "
+            f"{r.prefill_seconds('tl2'):8.3f} {r.prefill_seconds('tl2') / r.prefill_seconds('tsar'):7.2f}x "
+            f"{paper if paper is not None else '-':>12}")
+    return "\n".join(lines)

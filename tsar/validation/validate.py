@@ -1,0 +1,383 @@
+"""Validation of the timing model against code measured on this host.
+
+For each native AVX2 integer GEMV core of the simulator library (:mod:`tsar.kernels.simbuild`:
+TL2, TL1, I2_S, int2) and each shape, the *same shared object* is simulated once (one token,
+execution counts per address, memory trace) and its time predicted with
+:func:`tsar.sim.timing.predict.predict` on the measured host platform
+(:func:`tsar.sim.platforms.host`); then it runs natively through ctypes.
+
+Two variants per GEMV shape: **cache** (the same weights every call: after the first call they live
+in the caches; the model places them by capacity) and **DRAM** (calls rotate through copies of the
+weights totalling more than twice the last-level cache). The model's data (activations, tables,
+outputs, stack) and, in the cache variant, the weights are placed by an LRU simulation of the
+traced call (:func:`tsar.sim.timing.predict.cache_traffic`, warm caches); in the DRAM variant the
+weights' lines are evicted before the counted pass, so they come from DRAM.
+
+**T-SAR kernels** (``TSAR_KERNELS``) are validated the same way through the proxy engine
+(:mod:`tsar.sim.proxy_engine`): modelled by :func:`tsar.estimate.layer.modelled` from their simulated counts
+(the estimator ``compare`` uses; DRAM variant: a weight footprint of twice the last-level cache),
+measured by running their proxy code on the host.
+
+**GEMM** (``GEMM_TOKENS`` = 128 tokens, weights cache-resident): the natives' token-blocked GEMM
+entries of the same library and the token-blocked T-SAR dataflows (``TSAR_GEMM_KERNELS``, through
+the proxy), both modelled by :func:`tsar.estimate.layer.modelled` from one simulated block of tokens,
+as ``compare`` does.
+
+Measurement: every case's calls are timed alternately with all the other cases', round after round
+(:func:`tsar.estimate.host.interleaved`), so that a disturbance from other processes falls on every
+case rather than on a whole one; a case's time is, per round, its fastest call (the least
+disturbed: a 20-40 ms GEMM call is rarely undisturbed on a shared machine), the median of those
+over the rounds; its spread (max - min) / median of them. Native times have the ctypes cost of an empty call
+subtracted.
+
+Nothing is fitted per kernel: the platform's clock and bandwidths are the host measurements; the
+core clock (a chain of dependent adds) and the single-core streaming read bandwidth of every level
+(the probe of :func:`tsar.sim.platforms.host`) are measured again *in the same rounds* as the cases
+(both vary on a shared machine: 2.7 to 3.7 GHz, 10 to 30 GB/s from DRAM seen here), and the model
+uses them (summarised as the kernels are).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tsar.console import Steps
+from tsar.frames import Tabular
+from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED
+from tsar.sim.timing.predict import Prediction, cache_traffic, predict
+
+if TYPE_CHECKING:
+    from tsar.sim.platforms import Platform
+
+KERNELS = SIMULATED
+FULL_SHAPES = ((2560, 2560), (6912, 2560), (2560, 6912))
+"""(M, K): outputs x inputs, one token: BitNet-2B's QKV/O, gate/up and down projections."""
+TSAR_KERNELS = ("tsar-c2s4-op", "tsar-c4s4-op", "tsar-c2s4-ap-min", "tsar-c4s4-ap-min")
+"""T-SAR kernels validated through the proxy engine."""
+TINY_SHAPES = ((64, 384),)
+GEMM_TOKENS = 128
+TSAR_GEMM_KERNELS = ("tsar-c2s4-ap-tokens", "tsar-c4s4-ap-tokens")
+"""Token-blocked T-SAR dataflows validated on GEMM through the proxy engine."""
+DATA = ("cache", "DRAM", "GEMM")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One validated case: predicted vs measured seconds of one call."""
+
+    kernel: str
+    M: int
+    K: int
+    variant: str            # "cache" or "DRAM"
+    weight_bytes: int
+    predicted: float        # seconds
+    measured: float         # seconds
+    prediction: Prediction | None = field(repr=False)
+    spread: float = 0.0     # (max - min) / median of the per-round fastest calls
+    bound: str = ""
+    N: int = 1              # tokens (N > 1: GEMM)
+
+    @property
+    def family(self) -> str:
+        """Kernel family for the bias summary: the native kernel, or ``tsar-<config>``."""
+        from tsar.validation.error_bars import family_of
+
+        return family_of(self.kernel)
+
+    @property
+    def data(self) -> str:
+        """``cache``, ``DRAM`` or ``GEMM`` (N tokens, weights cache-resident)."""
+        return "GEMM" if self.N > 1 else self.variant
+
+    @property
+    def error(self) -> float:
+        """Signed relative error (predicted - measured) / measured."""
+        return (self.predicted - self.measured) / self.measured
+
+
+@dataclass(frozen=True)
+class Validation(Tabular):
+    cases: tuple[Case, ...]
+    platform: str
+    frequency_ghz: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def mape(self) -> float:
+        """Mean absolute percentage error over all cases (percent)."""
+        return 100.0 * sum(abs(c.error) for c in self.cases) / len(self.cases) if self.cases else math.nan
+
+    def mape_of(self, data: str) -> float:
+        """MAPE (percent) over the cases of one kind of data ("cache", "DRAM" or "GEMM")."""
+        errs = [abs(c.error) for c in self.cases if c.data == data]
+        return 100.0 * sum(errs) / len(errs) if errs else math.nan
+
+    def bias(self) -> dict[str, float]:
+        """Mean signed error (percent) per kernel family."""
+        fams: dict[str, list[float]] = {}
+        for c in self.cases:
+            fams.setdefault(c.family, []).append(c.error)
+        return {f: 100.0 * sum(e) / len(e) for f, e in fams.items()}
+
+    def family_error(self) -> dict[str, float]:
+        """MAPE (percent) per kernel family: the error bar of a modelled time of that family."""
+        fams: dict[str, list[float]] = {}
+        for c in self.cases:
+            fams.setdefault(c.family, []).append(abs(c.error))
+        return {f: 100.0 * sum(e) / len(e) for f, e in fams.items()}
+
+    def records(self) -> list[dict]:
+        return [{"kernel": c.kernel, "N": c.N, "M": c.M, "K": c.K, "variant": c.variant,
+                 "weight_bytes": c.weight_bytes, "predicted_s": c.predicted, "measured_s": c.measured,
+                 "spread": c.spread, "error": c.error, "bound": c.bound, "platform": self.platform}
+                for c in self.cases]
+
+    def table(self) -> str:
+        rows = [f"{'kernel':20} {'N x M x K':>16} {'weights':>8} {'data':>6} {'predicted us':>13} "
+                f"{'measured us':>12} {'spread':>7} {'error':>8}  bound"]
+        for c in self.cases:
+            rows.append(f"{c.kernel:20} {f'{c.N} x {c.M} x {c.K}':>16} {c.weight_bytes / 2**20:6.2f}MB "
+                        f"{c.data:>6} {c.predicted * 1e6:13.1f} {c.measured * 1e6:12.1f} "
+                        f"{100 * c.spread:6.1f}% {100 * c.error:+7.1f}%  {c.bound}")
+        rows.append("bias by family (mean signed error): " + ", ".join(
+            f"{f} {b:+.1f} %" for f, b in self.bias().items()))
+        parts = [f"{v} {self.mape_of(v):.1f} %" for v in DATA if any(c.data == v for c in self.cases)]
+        rows.append(f"MAPE {self.mape:.1f} % over {len(self.cases)} cases ({', '.join(parts)}; "
+                    f"platform {self.platform}, {self.frequency_ghz:g} GHz)")
+        return "\n".join(rows)
+
+
+# --- kernel calls ----------------------------------------------------------------------------------
+@dataclass
+class _Kernel:
+    name: str
+    M: int
+    K: int
+    weights: np.ndarray      # packed bytes
+    sim_args: Callable[[np.ndarray], tuple]
+    native_args: Callable[[np.ndarray], tuple]
+    work_bytes: int
+    keep: list = field(default_factory=list)
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(a.ctypes.data)
+
+
+def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0) -> _Kernel:
+    from tsar.kernels.baselines import aligned_empty
+    from tsar.simulate.native_kernel import pack_native
+
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-1, 2, (M, K), dtype=np.int8)
+    a = rng.integers(-127, 128, K, dtype=np.int8)
+    out = np.zeros(M, np.int32)
+    packed = pack_native(name, w)
+    if NATIVE_KERNELS[name].blocked:
+        size_fn = getattr(lib, f"tsar_sim_{name}_work_size")
+        size_fn.restype = ctypes.c_ulong
+        work_bytes = int(size_fn(M, K, packed.bm, packed.bk))
+        work = aligned_empty(work_bytes + 64)
+        bm, bk = packed.bm, packed.bk
+        return _Kernel(name, M, K, packed.data,
+                       lambda d: (d, M, K, bm, bk, a, np.zeros(work_bytes + 64, np.uint8), out),
+                       lambda d: (_ptr(d), M, K, bm, bk, _ptr(a), _ptr(work), _ptr(out)),
+                       work_bytes, [a, out, work])
+    return _Kernel(name, M, K, packed.data, lambda d: (d, M, K, a, out),
+                   lambda d: (_ptr(d), M, K, _ptr(a), _ptr(out)), 0, [a, out])
+
+
+def _simulate(path: Path, kern: _Kernel):
+    from tsar.sim import Machine
+    from tsar.sim.elf import load_elf_image
+
+    image = load_elf_image(path.read_bytes(), path.name)
+    machine = Machine()
+    symbols = machine.load_elf(path)
+    fn = f"tsar_sim_{kern.name}_gemv"
+    base = symbols[fn] - image.symbols[fn]
+    rc = machine.call(fn, *kern.sim_args(kern.weights), returns="i32", memory_stats=True, trace=True)
+    weights_at = machine.arguments[0].start  # the guest address of the first array argument
+    if rc != 0:
+        raise RuntimeError(f"{fn} returned {rc} in the simulator")
+    assert machine.trace is not None
+    return machine.stats, machine.trace, image.relocated(base), base, weights_at
+
+
+def _gemm_timer(lib: ctypes.CDLL, name: str, N: int, M: int, K: int, overhead: float, seed: int = 0):
+    """Timer of the library's token-blocked GEMM entry (``N`` tokens) and its weight bytes."""
+    from tsar.estimate.host import ctypes_timer
+    from tsar.kernels.baselines import aligned_empty
+    from tsar.simulate.native_kernel import pack_native
+
+    rng = np.random.default_rng(seed)
+    packed = pack_native(name, rng.integers(-1, 2, (M, K), dtype=np.int8))
+    data = np.concatenate([packed.data.view(np.uint8), np.zeros(NATIVE_KERNELS[name].overread + 64,
+                                                                 np.uint8)])
+    a = rng.integers(-127, 128, (N, K), dtype=np.int8)
+    out = np.zeros((N, M), np.int32)
+    blocked = NATIVE_KERNELS[name].blocked
+    bm, bk = (packed.bm, packed.bk) if blocked else (0, 0)
+    size_fn = getattr(lib, f"tsar_sim_{name}_gemm_work_size")
+    size_fn.restype = ctypes.c_ulong
+    work = aligned_empty(int(size_fn(M, K, bm, bk, N)) + 64)
+    fn = getattr(lib, f"tsar_sim_{name}_gemm")
+    fn.restype = ctypes.c_int
+    shape = (M, K, bm, bk) if blocked else (M, K)
+    args = (_ptr(data), *shape, _ptr(a), N, _ptr(work), _ptr(out))
+    if fn(*args) != 0:
+        raise RuntimeError(f"tsar_sim_{name}_gemm rejected {N} x {M} x {K}")
+    return ctypes_timer(fn, [args], overhead, keep=(data, a, out, work)), int(packed.data.nbytes)
+
+
+def _modelled(c, n: int, footprint: float | None):
+    """The model of a counted kernel (:func:`tsar.estimate.layer.modelled`) as a function of the platform."""
+    from tsar.estimate.layer import modelled
+
+    def model(plat: Platform) -> tuple[float, str, None]:
+        seconds, bound = modelled(c, plat, n, 1, weight_footprint=footprint)
+        return seconds, bound, None
+
+    return model
+
+
+@dataclass
+class _Pending:
+    """A case modelled, waiting for its measurement."""
+
+    kernel: str
+    N: int
+    M: int
+    K: int
+    variant: str
+    weight_bytes: int
+    model: Callable[[Platform], tuple[float, str, Prediction | None]]  # seconds, bound, details
+    timer: Callable
+    calls: int
+
+
+def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]] = FULL_SHAPES, *,
+             tsar_kernels: Sequence[str] = TSAR_KERNELS, gemm_kernels: Sequence[str] | None = None,
+             tsar_gemm_kernels: Sequence[str] = TSAR_GEMM_KERNELS, gemm_tokens: int = GEMM_TOKENS,
+             dram: bool = True, platform=None, calls: int = 20, rounds: int = 7,
+             progress: Callable[[str], None] | None = None) -> Validation:
+    """Model and measure every kernel x shape (x cache / DRAM, and GEMM); see the module docstring.
+
+    ``platform``: default :func:`tsar.sim.platforms.host` (measured). ``calls`` x ``rounds``: timed
+    calls per GEMV case (GEMM cases: ``max(1, calls // 10)`` per round). ``gemm_kernels``: natives
+    validated on GEMM (default ``kernels``); ``gemm_tokens = 0`` leaves GEMM out.
+    """
+    from tsar.estimate.host import (
+        ProxyKernel,
+        bandwidth_timers,
+        call_overhead,
+        clock_timer,
+        ctypes_timer,
+        interleaved,
+        with_measured,
+    )
+    from tsar.estimate.layer import counts_for
+    from tsar.kernels import simbuild
+
+    notes: list[str] = []
+    on_host = platform is None
+    if platform is None:
+        from tsar.sim.platforms import host
+
+        platform = host()
+    gemm_kernels = kernels if gemm_kernels is None else gemm_kernels
+    if not gemm_tokens:
+        gemm_kernels = tsar_gemm_kernels = ()
+    path = simbuild.build_sim_library()
+    lib = ctypes.CDLL(str(path))
+    llc = max(c.size for c in platform.caches)
+    overhead = call_overhead()
+    say = progress or (lambda _m: None)
+    step = Steps(len(shapes) * (len(kernels) + len(tsar_kernels) + len(gemm_kernels)
+                                + len(tsar_gemm_kernels)) + 1, say)
+    pending: list[_Pending] = []
+    gemm_calls = max(3, calls // 5)
+    for M, K in shapes:
+        for name in kernels:
+            kern = _make(lib, name, M, K)
+            fn = getattr(lib, f"tsar_sim_{name}_gemv")
+            fn.restype = ctypes.c_int
+            step(f"{platform.name}: simulating and modelling {name} {M} x {K}")
+            stats, trace, code, base, w_at = _simulate(path, kern)
+            wbytes = int(kern.weights.nbytes)
+            variants: list[tuple[str, list[np.ndarray], list[tuple[int, int]]]] = [
+                ("cache", [kern.weights], [])]
+            if dram:
+                n = max(2, math.ceil(2 * llc / wbytes) + 1)
+                variants.append(("DRAM", [kern.weights.copy() for _ in range(n)], [(w_at, w_at + wbytes)]))
+            for variant, copies, cold in variants:
+                streams = cache_traffic(trace, platform, cold=cold)
+
+                def model(plat, stats=stats, code=code, base=base, streams=streams):
+                    pred = predict(stats, code, base, plat, streams=streams)
+                    return pred.seconds, pred.bound, pred
+
+                timer = ctypes_timer(fn, [kern.native_args(c) for c in copies], overhead, keep=(kern, copies))
+                pending.append(_Pending(name, 1, M, K, variant, wbytes, model, timer, calls))
+        for name in tsar_kernels:
+            step(f"{platform.name}: modelling {name} {M} x {K}, loading its proxy")
+            c = counts_for(name, 1, M, K)
+            for variant, footprint in [("cache", None)] + ([("DRAM", 2.0 * llc)] if dram else []):
+                prox = ProxyKernel(name, 1, M, K, footprint)
+                pending.append(_Pending(name, 1, M, K, variant, prox.weight_bytes,
+                                        _modelled(c, 1, footprint), prox.timer(), calls))
+        for name in (*gemm_kernels, *tsar_gemm_kernels):
+            step(f"{platform.name}: modelling {name} GEMM {gemm_tokens} x {M} x {K}")
+            c = counts_for(name, gemm_tokens, M, K)
+            if name.startswith("tsar-"):
+                prox = ProxyKernel(name, gemm_tokens, M, K)
+                timer, wbytes = prox.timer(), prox.weight_bytes
+            else:
+                timer, wbytes = _gemm_timer(lib, name, gemm_tokens, M, K, overhead)
+            pending.append(_Pending(name, gemm_tokens, M, K, "cache", wbytes,
+                                    _modelled(c, gemm_tokens, None), timer, gemm_calls))
+    step(f"{platform.name}: measuring {len(pending)} cases alternating, {rounds} rounds")
+    timers = {str(i): p.timer for i, p in enumerate(pending)}
+    counts = {str(i): p.calls for i, p in enumerate(pending)}
+    clock = clock_timer() if on_host else None
+    bandwidths = bandwidth_timers(platform) if on_host else {}
+    if clock is not None:
+        timers["clock"], counts["clock"] = clock[0], 20
+    for name, (timer, _) in bandwidths.items():
+        timers[f"bw:{name}"], counts[f"bw:{name}"] = timer, 3 if name == "DRAM" else 10
+    measured = interleaved(timers, rounds, counts, progress=lambda m: say(f"  {m}"))
+    platform, measured_notes = with_measured(platform, measured, clock, bandwidths)
+    notes += [*measured_notes, "the model uses the clock and bandwidths measured in the rounds"]
+    cases = []
+    for i, p in enumerate(pending):
+        seconds, bound, pred = p.model(platform)
+        m = measured[str(i)]
+        cases.append(Case(p.kernel, p.M, p.K, p.variant, p.weight_bytes, seconds, m.seconds, pred,
+                          m.spread, bound, p.N))
+    return Validation(tuple(cases), platform.name, platform.core.frequency_ghz,
+                      (*notes, f"native times exclude the ctypes call overhead, {overhead * 1e6:.2f} us "
+                       "(an entry point that returns at once)",
+                       f"every case measured alternating with all others: {rounds} rounds of "
+                       f"{calls} calls (GEMM {gemm_calls}); per case the median over rounds of each round's "
+                       "fastest call"))
+
+
+__all__ = [
+    "DATA",
+    "FULL_SHAPES",
+    "GEMM_TOKENS",
+    "KERNELS",
+    "TINY_SHAPES",
+    "TSAR_GEMM_KERNELS",
+    "TSAR_KERNELS",
+    "Case",
+    "Validation",
+    "validate",
+]
