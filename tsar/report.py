@@ -26,11 +26,10 @@ from tsar.console import Steps, detail
 from tsar.estimate.layer import modelled, platform_named
 from tsar.estimate.model import ModelEstimate, evaluate
 from tsar.models import PREFILL_TOKENS
-from tsar.sim.platforms import SHIPPED
+from tsar.sim.platforms import PLATFORM_NAMES, SHIPPED
 from tsar.simulate.counts import simulated_counts
 
 LAYERS_2B = ((2560, 2560), (6912, 2560), (2560, 6912))  # (M, K): O/QKV-like, gate/up, down
-PLATFORMS = ("host", *SHIPPED)
 REPORT_MODELS = ("bitnet-b1.58-2b-4t", "llama3-8b", "falcon3-10b")
 
 
@@ -197,7 +196,7 @@ def area_plot(rows: list) -> plt.Figure:
 def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
             with_area: bool = True) -> ReportData:
     say = progress or (lambda _m: None)
-    total = 2 * len(LAYERS_2B) * len(PLATFORMS) + len(REPORT_MODELS) * (len(PLATFORMS) - 1) + with_area
+    total = 2 * len(LAYERS_2B) * len(PLATFORM_NAMES) + len(REPORT_MODELS) * len(SHIPPED) + with_area
     step = Steps(total, say)
     inner = detail  # the steps inside each comparison: with -v
 
@@ -208,15 +207,15 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
 
     host_layers = [layer("host", m, k, repeats=repeats) for m, k in LAYERS_2B]
     platform_layers = {"host": host_layers}
-    for name in PLATFORMS[1:]:
+    for name in SHIPPED:
         platform_layers[name] = [layer(name, m, k, threads=1) for m, k in LAYERS_2B]
     platform_gemm = {"host": [layer("host", m, k, PREFILL_TOKENS, repeats=max(3, repeats // 4))
                               for m, k in LAYERS_2B]}
-    for name in PLATFORMS[1:]:
+    for name in SHIPPED:
         platform_gemm[name] = [layer(name, m, k, PREFILL_TOKENS, threads=1) for m, k in LAYERS_2B]
     models = []
     for model in REPORT_MODELS:
-        for name in PLATFORMS[1:]:
+        for name in SHIPPED:
             step(f"{name}: model {model}")
             models.append(evaluate(model, name, progress=inner))
     area_text = area_rows = None
@@ -286,7 +285,7 @@ def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt
              if data.platform_gemm else []),
            ("traffic", "Memory traffic per token (Figure 9 metric)", traffic_plot(widest), ""),
            ("scaling", "Thread scaling (modelled)",
-            scaling_plot(widest.M, widest.K, widest.best_tsar.kernel, PLATFORMS[1:]), ""),
+            scaling_plot(widest.M, widest.K, widest.best_tsar.kernel, SHIPPED), ""),
            ("models", "Models: decode and prefill (BitLinear layers only) next to the paper's "
             "Table III", None, "".join(_table(m) for m in data.models))]
     if data.area_rows:

@@ -41,9 +41,13 @@ SHIPPED = _shipped()
 """The shipped platforms (one TOML file each), derived from the files."""
 
 
+PLATFORM_NAMES = ("host", *SHIPPED)
+"""Every platform name :func:`load` takes: ``host`` (this machine), then the shipped ones."""
+
+
 def names() -> tuple[str, ...]:
-    """Shipped platform names, plus ``host``."""
-    return (*SHIPPED, "host")
+    """:data:`PLATFORM_NAMES`."""
+    return PLATFORM_NAMES
 
 
 def load(name_or_path: str | Path) -> Platform:
@@ -70,5 +74,5 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
     return _host(measure=measure, refresh=refresh)
 
 
-__all__ = ["SHIPPED", "CacheLevel", "Core", "Dram", "Platform", "PlatformError", "host", "load",
-           "names", "platform_from_dict", "read_platform"]
+__all__ = ["PLATFORM_NAMES", "SHIPPED", "CacheLevel", "Core", "Dram", "Platform", "PlatformError", "host",
+           "load", "names", "platform_from_dict", "read_platform"]

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tsar.validation.validate import family_of
+
 if TYPE_CHECKING:
     from tsar.validation.validate import Validation
 
@@ -36,15 +38,6 @@ def cache_path() -> Path:
     from tsar.common.toolchain import cache_dir
 
     return cache_dir("validation") / "model-error.json"
-
-
-def family_of(kernel: str) -> str:
-    """Kernel family: the native kernel's name, or ``tsar-<config>`` for every T-SAR dataflow."""
-    if kernel.startswith("tsar-"):
-        from tsar.kernels.tsar_plan import parse_kernel_name
-
-        return f"tsar-{parse_kernel_name(kernel)[0].name}"
-    return kernel
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,15 @@ TSAR_GEMM_KERNELS = ("tsar-c2s4-ap-tokens", "tsar-c4s4-ap-tokens")
 DATA = ("cache", "DRAM", "GEMM")
 
 
+def family_of(kernel: str) -> str:
+    """Kernel family: the native kernel's name, or ``tsar-<config>`` for every T-SAR dataflow."""
+    if kernel.startswith("tsar-"):
+        from tsar.kernels.tsar_plan import parse_kernel_name
+
+        return f"tsar-{parse_kernel_name(kernel)[0].name}"
+    return kernel
+
+
 @dataclass(frozen=True)
 class Case:
     """One validated case: predicted vs measured seconds of one call."""
@@ -87,8 +96,6 @@ class Case:
     @property
     def family(self) -> str:
         """Kernel family for the bias summary: the native kernel, or ``tsar-<config>``."""
-        from tsar.validation.error_bars import family_of
-
         return family_of(self.kernel)
 
     @property

@@ -8,18 +8,17 @@ import os
 from tsar import console
 from tsar.cli.argtypes import positive_int
 from tsar.errors import UserError
-from tsar.sim.platforms import SHIPPED
+from tsar.sim.platforms import PLATFORM_NAMES
 
 NAME = "compare"
 HELP = ("compare T-SAR kernels with native TL2 and other baselines on a layer and platform: modelled "
         "against modelled and, on the host, measured against measured")
-PLATFORMS = ("host", *SHIPPED)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", help="N x M x K (default 1x2560x2560)")
     parser.add_argument("--platform", default="host",
-                        help=f"{', '.join(PLATFORMS)}, or a platform .toml file (default host)")
+                        help=f"{', '.join(PLATFORM_NAMES)}, or a platform .toml file (default host)")
     parser.add_argument("--threads", type=positive_int,
                         help="threads (default: 1 for a layer, the platform's count for --model)")
     parser.add_argument("--model", help="instead of one layer: a whole model (e.g. "
