@@ -111,8 +111,8 @@ def simulated_counts(kernel: str, M: int, K: int, *, tokens: int = 1, use_cache:
         try:
             with path.open("rb") as f:
                 return pickle.load(f)
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
-            pass  # a damaged or outdated entry: simulate again
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            pass  # a damaged or outdated entry (or one of a renamed class): simulate again
     result = _simulate(kernel, M, K, tokens)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, pickle.dumps(result))
