@@ -18,6 +18,7 @@ from pathlib import Path
 
 from keystone import KS_ARCH_X86, KS_MODE_64, KS_OPT_SYNTAX_INTEL, Ks, KsError
 
+from tsar.common.errors import UserError
 from tsar.isa import codec, syntax
 from tsar.isa.instructions import mnemonics
 from tsar.isa.modrm import INT32_MAX, INT32_MIN
@@ -48,7 +49,7 @@ _NOT_LABELS = frozenset(
 )
 
 
-class AssemblyError(Exception):
+class AssemblyError(UserError):
     """An error in the source, located at ``file:line``; ``str()`` is one line."""
 
     def __init__(self, file: str, line: int, text: str, message: str) -> None:

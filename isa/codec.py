@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from tsar.common.errors import UserError
 from tsar.isa.instructions import (
     MEMORY_SIZE_NAMES,
     VEX_MAP,
@@ -20,11 +21,11 @@ from tsar.isa.operands import GPR_NUMBER, VEX_VECTOR_REGS, Memory, Operand, Regi
 VEX3 = 0xC4
 
 
-class EncodingError(ValueError):
+class EncodingError(UserError, ValueError):
     """The operands cannot be encoded (wrong kind, misaligned group, unencodable address)."""
 
 
-class InvalidInstruction(ValueError):
+class InvalidInstruction(UserError, ValueError):
     """Bytes in the T-SAR opcode space that do not form a valid instruction (#UD)."""
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tsar.common.errors import UserError
 from tsar.isa.operands import GPR64, GPR_NUMBER, Memory, Register
 
 _SCALE_BITS = {1: 0, 2: 1, 4: 2, 8: 3}
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
-class AddressingError(ValueError):
+class AddressingError(UserError, ValueError):
     """An operand that x86-64 cannot encode, or bytes that do not form a whole operand."""
 
 

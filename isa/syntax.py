@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 
+from tsar.common.errors import UserError
 from tsar.isa.instructions import MEMORY_SIZE_NAMES
 from tsar.isa.operands import GPR_NUMBER, Memory, Operand, Register
 
 
-class SyntaxProblem(ValueError):
+class SyntaxProblem(UserError, ValueError):
     """Operand text that does not parse."""
 
 

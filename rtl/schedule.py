@@ -63,6 +63,7 @@ from functools import cache
 import numpy as np
 from amaranth.lib import enum as hw_enum
 
+from tsar.common.errors import UserError
 from tsar.isa import semantics
 from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
 
@@ -175,7 +176,7 @@ class TgemvLane:
         return text
 
 
-class ScheduleError(ValueError):
+class ScheduleError(UserError, ValueError):
     """The configuration has no schedule on this datapath (no extra adders are allowed)."""
 
 

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
+from tsar.common.errors import UserError
 from tsar.common.toolchain import cache_dir
 from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.rtl.cachekey import design_key
@@ -163,7 +164,7 @@ GATE_CXXFLAGS = ("-O0", "-fPIC", "-std=c++20", "-w")
 67k-cell netlist) takes hours at -O2 on two cores, and they run only thousands of cycles."""
 
 
-class VerilatorError(RuntimeError):
+class VerilatorError(UserError, RuntimeError):
     """Verilator is missing, or verilating / compiling the unit failed."""
 
 

@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tsar.common.errors import UserError
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 
-class PlatformError(ValueError):
+class PlatformError(UserError, ValueError):
     """A platform file is malformed; the message names the file and the offending key."""
 
 
