@@ -3,7 +3,7 @@
 A small harness (assembled with keystone) loops over records; for each it loads ymm0..15, nine
 GPRs and the arithmetic flags from the record, points ``rdx`` at the record's memory window, runs
 the instruction under test and stores everything back in place. The code runs in a forked child
-process, so a fault (SIGSEGV, SIGILL) is reported as :class:`NativeError` instead of killing the
+process, so a fault (SIGSEGV, SIGILL) is reported as :class:`HostOracleError` instead of killing the
 caller.
 
 Record layout (bytes, ``RECORD_BYTES`` per case, 64-byte aligned):
@@ -36,7 +36,7 @@ RECORD_BYTES = MEM_OFFSET + MEM_BYTES
 FLAGS_MASK = 0x8D5  # CF PF AF ZF SF OF
 
 
-class NativeError(RuntimeError):
+class HostOracleError(RuntimeError):
     """The native run failed (the instruction faulted or the child process died)."""
 
 
@@ -86,10 +86,10 @@ def _child(conn, jobs: Sequence[tuple[bytes, np.ndarray]]) -> None:
     conn.close()
 
 
-def run_native(jobs: Sequence[tuple[bytes, np.ndarray]], timeout: float = 120.0) -> list[np.ndarray]:
+def run_on_host(jobs: Sequence[tuple[bytes, np.ndarray]], timeout: float = 120.0) -> list[np.ndarray]:
     """Run each ``(instruction bytes, records (N, RECORD_BYTES) uint8)`` job natively.
 
-    Returns the records after execution. Raises :class:`NativeError` naming the job whose
+    Returns the records after execution. Raises :class:`HostOracleError` naming the job whose
     instruction crashed the child process.
     """
     for _, records in jobs:
@@ -105,13 +105,13 @@ def run_native(jobs: Sequence[tuple[bytes, np.ndarray]], timeout: float = 120.0)
     try:
         while len(results) < len(jobs):
             if not parent.poll(timeout):
-                raise NativeError(f"native run timed out in job {current}")
+                raise HostOracleError(f"native run timed out in job {current}")
             try:
                 tag, value = parent.recv()
             except EOFError:
                 proc.join(5)
                 insn = jobs[current][0].hex(" ") if current >= 0 else "?"
-                raise NativeError(f"native child died (exit code {proc.exitcode}) in job {current}: "
+                raise HostOracleError(f"native child died (exit code {proc.exitcode}) in job {current}: "
                                   f"{insn}") from None
             if tag == "start":
                 current = value

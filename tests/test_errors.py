@@ -11,7 +11,7 @@ from tsar.common.errors import UserError
 from tsar.errors import user_errors
 
 INTERNAL = {
-    "tsar.sim.host_oracle.NativeError": "the host oracle's own failure (a test-infrastructure error)",
+    "tsar.sim.host_oracle.HostOracleError": "the host oracle's own failure (a test-infrastructure error)",
     "tsar.sim.uarch.table.UarchDataMissing": "a KeyError the timing model catches to fall back",
     "tsar.sim.errors.GuestFault": "raised inside an engine, which turns it into a SimulationError",
     "tsar.sim.x86.opdefs.Unsupported": "raised while compiling an instruction; the engine reports it",

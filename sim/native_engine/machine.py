@@ -8,7 +8,7 @@ registers. Everything else runs at native speed. By default calls execute in a w
 naming the guest RIP and instruction instead of killing the caller; ``in_process=True`` runs
 them in the calling process (faster per call; a fault kills it).
 
-Same loading and calling API as :class:`tsar.sim.Machine`. Statistics are cheap ones: calls,
+Implements :class:`tsar.sim.engine.Machine`, as the Python engine does. Statistics are cheap ones: calls,
 wall time, T-SAR instructions executed per site. Limits: x86-64 hosts with AVX2 only; no
 instruction counts, memory traces or guard regions (the Python engine has them).
 """
@@ -30,6 +30,7 @@ from tsar.isa.assembler import Program, assemble
 from tsar.isa.config import TsarConfig
 from tsar.isa.stream import decode_one, decode_stream
 from tsar.sim.elf import load_elf_image
+from tsar.sim.engine import call_options, engine_options, refuse_options
 from tsar.sim.errors import SimulationError
 from tsar.sim.native_engine.faults import FAULT_EXIT, RECORD_WORDS, SIGNALS, recorder
 from tsar.sim.native_engine.rewrite import Site, assemble_stub, patch
@@ -101,7 +102,8 @@ class NativeMachine:
 
     def __init__(self, *, code_size: int = 16 << 20, stub_size: int = 8 << 20,
                  data_size: int = 1 << 30, timeout: float = 3600.0, in_process: bool = False,
-                 **_python_engine_options: object) -> None:
+                 **unsupported: object) -> None:
+        refuse_options(self.engine, unsupported, engine_options(self.engine), "creation")
         self.code = _Arena(code_size + stub_size, executable=True)
         self.code_limit = code_size
         self.stub_top = code_size
@@ -118,6 +120,7 @@ class NativeMachine:
         self._helpers: dict[str, tuple[int, int]] = {}
         self._libs: list[ctypes.CDLL] = []
         self.stats = NativeStats()
+        self.heartbeat = None  # never called: a native call is not interrupted to report progress
         self._worker: mp.Process | None = None
         self._conn = None
         self._loaded_since_fork = True
@@ -217,10 +220,11 @@ class NativeMachine:
 
     # --- calling ---------------------------------------------------------------------------------
     def call(self, function: str | int, *args: object, returns: str = "i64",
-             timeout: float | None = None, **_python_engine_options: object) -> int | float | None:
-        """Call ``function`` with System V arguments (as :meth:`tsar.sim.Machine.call`: numpy
+             timeout: float | None = None, **unsupported: object) -> int | float | None:
+        """Call ``function`` with System V arguments (as the Python engine's ``call``: numpy
         arrays are copied to 64-byte-aligned memory and back when writeable; ints, float and
         np.float32 scalars); ``returns``: i64, u64, i32, u32, f32, f64 or none."""
+        refuse_options(self.engine, unsupported, call_options(self.engine), "call")
         if returns not in _RETURNS:
             raise SimulationError("argument", f"unknown return kind '{returns}' "
                                   f"(expected one of {', '.join(_RETURNS)})")

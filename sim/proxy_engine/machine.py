@@ -1,6 +1,6 @@
 """The proxy engine: T-SAR kernels timed on the host's silicon through uop-equivalent AVX2 code.
 
-``Machine(engine="proxy")`` loads assembly (``load_asm``, ``load_program``) with every T-SAR
+``create_machine("proxy")`` loads assembly (``load_asm``, ``load_program``) with every T-SAR
 instruction replaced *in line* by an AVX2 sequence that has what the timing model
 (:func:`tsar.sim.uarch.tsar_timing`) assumes of that instruction: its uops on the dot-product
 ports (one ``vpmaddwd`` of the configuration's width per uop), its memory operand (same bytes,

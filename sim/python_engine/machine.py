@@ -22,6 +22,7 @@ import unicorn.x86_const as X
 
 from tsar.isa.assembler import Program, assemble
 from tsar.sim.elf import load_elf_image
+from tsar.sim.engine import call_options, engine_options, refuse_options
 from tsar.sim.errors import GuestFault, SimulationError
 from tsar.sim.memory import PAGE, GuestMemory, Span
 from tsar.sim.python_engine.blocks import SCALAR, TSAR, VECTOR, BlockCache, Insn
@@ -58,7 +59,6 @@ def _hook_error(exc: BaseException, rip: int | None = None) -> BaseException:
     if isinstance(exc, SimulationError | KeyboardInterrupt):
         return exc
     return SimulationError("internal", f"{type(exc).__name__}: {exc}", rip=rip)
-_NATIVE_OPTIONS = ("code_size", "timeout", "in_process")
 
 
 @dataclass
@@ -69,8 +69,9 @@ class _UBlock:
     hits: int = 0
 
 
-class Machine:
-    """An x86-64 machine with guest memory, loaded code and a System V ``call``.
+class PythonMachine:
+    """The Python engine (:class:`tsar.sim.engine.Machine`): an x86-64 machine with guest memory,
+    loaded code and a System V ``call``.
 
     Array arguments, the stack and the code sit between unmapped guard pages, and an access that
     leaves them by even one byte is a :class:`SimulationError` naming the nearest array and the
@@ -85,25 +86,11 @@ class Machine:
 
     engine = "python"
 
-    def __new__(cls, *args: object, engine: str = "python", **kwargs: object):
-        """``engine="python"`` (this class) or ``"native"`` (a
-        :class:`~tsar.sim.native_engine.machine.NativeMachine`: the host runs the code, T-SAR instructions
-        through rewritten stubs) or ``"proxy"`` (a :class:`~tsar.sim.proxy_engine.machine.ProxyMachine`: T-SAR
-        instructions replaced by uop-equivalent AVX2 for timing; results meaningless)."""
-        if engine == "proxy":
-            from tsar.sim.proxy_engine.machine import ProxyMachine
-            return ProxyMachine(**{k: v for k, v in kwargs.items() if k in _NATIVE_OPTIONS})
-        if engine == "native":
-            from tsar.sim.native_engine.machine import NativeMachine
-            return NativeMachine(**{k: v for k, v in kwargs.items() if k in _NATIVE_OPTIONS})
-        if engine != "python":
-            raise SimulationError("argument", f"unknown engine '{engine}' (expected python, native or proxy)")
-        return super().__new__(cls)
-
     def __init__(self, *, code_size: int = 16 << 20, data_size: int = 512 << 20,
                  stack_size: int = 1 << 20, max_instructions: int = 10**10,
                  timeout: float = 3600.0, python_scalar: bool = True,
-                 batch_tsar: bool = True, engine: str = "python") -> None:
+                 batch_tsar: bool = True, **unsupported: object) -> None:
+        refuse_options(self.engine, unsupported, engine_options(self.engine), "creation")
         self.mem = GuestMemory(code_size=code_size, data_size=data_size, stack_size=stack_size,
                                guarded=True)
         self.uc = unicorn.Uc(unicorn.UC_ARCH_X86, unicorn.UC_MODE_64)
@@ -202,6 +189,9 @@ class Machine:
                     self.legacy_sse = True
             addr += insn.length
 
+    def close(self) -> None:
+        """Nothing to release: guest memory and Unicorn go with the object."""
+
     # --- calling ---------------------------------------------------------------------------------
     def address(self, function: str | int) -> int:
         if isinstance(function, int):
@@ -214,7 +204,7 @@ class Machine:
 
     def call(self, function: str | int, *args: object, returns: str = "i64", trace: bool = False,
              memory_stats: bool = False, max_instructions: int | None = None,
-             timeout: float | None = None) -> int | float | None:
+             timeout: float | None = None, **unsupported: object) -> int | float | None:
         """Call ``function`` with System V arguments and return its result.
 
         ``args``: numpy arrays are copied into 64-byte-aligned guest memory (their address is
@@ -224,6 +214,7 @@ class Machine:
         ``i32``, ``u32`` (rax), ``f32``/``f64`` (xmm0) or ``none``. Statistics of the call are in
         :attr:`stats`; with ``trace=True`` the memory accesses are in :attr:`trace`.
         """
+        refuse_options(self.engine, unsupported, call_options(self.engine), "call")
         entry = self.address(function)
         data_mark = self.mem.data_top
         buffers: list[tuple[np.ndarray, int]] = []

@@ -65,14 +65,14 @@ def test_generated_kernel_bit_exact_in_the_simulator(c3s2, flow):
 
 @pytest.mark.native
 def test_generated_kernel_bit_exact_on_the_native_engine(c3s2):
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.simulate.tsar_kernel import plan_for, simulate
 
     rng = np.random.default_rng(6)
     plan = plan_for("tsar-c3s2-op", 48, 192)
     x = rng.standard_normal((3, 192)).astype(np.float32)
     w = rng.integers(-1, 2, (48, 192)).astype(np.int8)
-    run = simulate(plan, x, w, 0.5, machine=Machine(engine="native"), memory_stats=False)
+    run = simulate(plan, x, w, 0.5, machine=create_machine("native"), memory_stats=False)
     assert run.exact
 
 

@@ -213,11 +213,11 @@ def test_predict_decodes_like_the_stream() -> None:
 
 
 def test_simulator_block_builder_agrees() -> None:
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.sim.python_engine.blocks import SCALAR, TSAR, VECTOR, decode_insn
 
     code = _mixed_stream()
-    machine = Machine(code_size=1 << 16, data_size=1 << 16)
+    machine = create_machine(code_size=1 << 16, data_size=1 << 16)
     start = machine.mem.code_start
     machine.mem.write(start, code, code=True)
     for d in decode_stream(code, start):

@@ -74,7 +74,7 @@ def test_generated_kernels_bit_exact(variants, name, flow):
     """Both engines against the numpy reference: several OP passes (13 tiles of 16 / 26 of 8),
     K crossing the int16 widening windows (1032 = 172 chunks of 6 where k does not divide 1024),
     and the adversarial all-+1 case at the int8 extremes."""
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.simulate.tsar_kernel import plan_for, simulate
 
     rng = np.random.default_rng(7)
@@ -86,7 +86,7 @@ def test_generated_kernels_bit_exact(variants, name, flow):
     x_max[0] = 1.0
     for xs, ws in ((x, w), (x_max, np.ones((M, K), np.int8))):
         assert simulate(plan, xs, ws, 0.5).exact
-        assert simulate(plan, xs, ws, 0.5, machine=Machine(engine="native"), memory_stats=False).exact
+        assert simulate(plan, xs, ws, 0.5, machine=create_machine("native"), memory_stats=False).exact
 
 
 @pytest.mark.parametrize(("text", "message"), [

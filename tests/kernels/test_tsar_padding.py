@@ -79,7 +79,7 @@ def test_plan_pads_k_and_counts_the_padded_bytes(config: str, K: int, K_pad: int
 @pytest.mark.parametrize("flow", FLOWS)
 def test_padded_layers_bit_exact_in_both_engines(config: str, K: int, K_pad: int, flow: str) -> None:
     from tsar.kernels import quant, reference
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.simulate.tsar_kernel import simulate
 
     plan = _plan(config, flow, K)
@@ -91,7 +91,7 @@ def test_padded_layers_bit_exact_in_both_engines(config: str, K: int, K_pad: int
     x_adv, w_adv = _adversarial(K)
     expected = np.repeat(x_adv.sum(axis=1, keepdims=True), M, axis=1)  # acc = 127 * sum, / 127
     assert np.array_equal(reference.bitlinear(x_adv, w_adv, 1.0), expected)
-    for machine in (None, Machine(engine="native")):
+    for machine in (None, create_machine("native")):
         for xs, ws, scale, stream, workspace in [
                 (x, w, w_scale, None, garbage),
                 (x_adv, w_adv, 1.0, None, sevens),

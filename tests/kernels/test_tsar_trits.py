@@ -29,7 +29,7 @@ def trits():
 @pytest.mark.native
 @pytest.mark.parametrize("K, K_pad", [(6912, 6912), (2560, 2562)])
 def test_bitnet_projections_bit_exact_in_both_engines(trits, K: int, K_pad: int) -> None:
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.simulate.tsar_kernel import plan_for, simulate
 
     M = 2560
@@ -41,7 +41,7 @@ def test_bitnet_projections_bit_exact_in_both_engines(trits, K: int, K_pad: int)
     w = rng.integers(-1, 2, (M, K)).astype(np.int8)
     garbage = rng.integers(0, 256, plan.workspace_bytes).astype(np.uint8)
     assert simulate(plan, x, w, 0.25, workspace=garbage).exact
-    assert simulate(plan, x, w, 0.25, machine=Machine(engine="native"), memory_stats=False,
+    assert simulate(plan, x, w, 0.25, machine=create_machine("native"), memory_stats=False,
                     workspace=garbage).exact
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from sim_inputs import make_mxcsr, make_records
 
-from tsar.sim import run_native, simulate_records
+from tsar.sim import run_on_host, simulate_records
 from tsar.sim.host_oracle import FLAGS_MASK, FLAGS_OUT, GPR_OFFSET, GPRS, MEM_BIAS, MEM_OFFSET
 from tsar.sim.x86.bmi import UNDEFINED_FLAGS
 from tsar.sim.x86.forms import EXTENSIONS, Form, vex_forms
@@ -107,7 +107,7 @@ def _check(forms: list[Form], cases: int, imms: tuple[int, ...], seed: int) -> N
             _prepare(code, rec, rng, form)
             jobs.append((code, rec))
             owners.append(form)
-    results = run_native(jobs)
+    results = run_on_host(jobs)
     for form, (code, records), native in zip(owners, jobs, results, strict=True):
         _compare(form, code, native, simulate_records(code, records))
 

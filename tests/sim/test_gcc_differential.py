@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tsar.sim import Machine, SimulationError, compile_c
+from tsar.sim import Machine, SimulationError, compile_c, create_machine
 
 C_DIR = Path(__file__).parent / "c"
 MIXED, AVX2 = C_DIR / "mixed_kernels.c", C_DIR / "avx2_kernels.c"
@@ -256,7 +256,7 @@ def _build(source: Path, flags: str) -> Path:
 
 @functools.cache
 def _machine(source: Path, flags: str) -> Machine:
-    m = Machine(code_size=1 << 20, data_size=4 << 20, timeout=120.0)
+    m = create_machine(code_size=1 << 20, data_size=4 << 20, timeout=120.0)
     m.load_elf(_build(source, flags))
     return m
 
@@ -359,7 +359,7 @@ def test_gcc_kernel_matches_native_all(name: str, flags: str, n: int):
 def test_kernels_build_freestanding(source: Path, flags: str):
     """Every flag set builds every source into an object with no undefined symbols (no memset or
     libgcc call crept in) that exports its kernels."""
-    m = Machine(code_size=1 << 20, data_size=1 << 20)
+    m = create_machine(code_size=1 << 20, data_size=1 << 20)
     symbols = m.load_elf(_build(source, flags))
     assert {k.name for k in KERNELS.values() if k.source == source} <= set(symbols)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tsar.cli.main import build_parser, main
-from tsar.sim import Machine, SimulationError
+from tsar.sim import Machine, SimulationError, create_machine
 
 ACCESSORS = """
 rd:                                  ; al = a[rsi]: Unicorn
@@ -50,7 +50,7 @@ rd_rdx:                              ; al = c[rsi] with c the third argument
 
 @pytest.fixture(scope="module")
 def machine() -> Machine:
-    m = Machine(data_size=16 << 20, max_instructions=10**6, timeout=30)
+    m = create_machine(data_size=16 << 20, max_instructions=10**6, timeout=30)
     m.load_asm(ACCESSORS)
     return m
 
@@ -128,7 +128,7 @@ def test_the_nearest_argument_is_named(machine: Machine):
 
 
 def test_stack_overflow_and_underflow():
-    m = Machine(data_size=1 << 20, stack_size=64 << 10, max_instructions=10**6)
+    m = create_machine(data_size=1 << 20, stack_size=64 << 10, max_instructions=10**6)
     m.load_asm("""
     deep:                            ; touch [rsp - rdi]
         sub rsp, rdi
@@ -159,7 +159,7 @@ def test_stack_overflow_and_underflow():
 
 
 def test_code_is_read_only_and_guarded():
-    m = Machine(data_size=1 << 20, max_instructions=10**6)
+    m = create_machine(data_size=1 << 20, max_instructions=10**6)
     m.load_asm("""
     patch:
         lea rax, [rip]
@@ -179,7 +179,7 @@ SPIN = {"scalar": "f:\n    jmp f\n", "vector": "f:\n    vpaddd ymm0, ymm0, ymm1\
 
 @pytest.mark.parametrize("kind", SPIN)
 def test_instruction_limit_is_exact_to_a_block(kind: str):
-    m = Machine(data_size=1 << 20)
+    m = create_machine(data_size=1 << 20)
     m.load_asm(SPIN[kind])
     for limit in (1000, 12_345):
         with pytest.raises(SimulationError) as err:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tsar.sim import Machine, SimulationError
+from tsar.sim import Machine, SimulationError, create_machine
 
 
 @pytest.fixture(scope="module")
 def machine() -> Machine:
-    return Machine(data_size=16 << 20, max_instructions=10**6, timeout=30)
+    return create_machine(data_size=16 << 20, max_instructions=10**6, timeout=30)
 
 
 def test_integer_and_stack_arguments(machine: Machine):
@@ -124,7 +124,7 @@ def test_loop_with_python_scalar_matches_unicorn_scalar():
     x = np.arange(4096, dtype=np.int32) * 7 - 3000
     results = []
     for python_scalar in (True, False):
-        m = Machine(data_size=1 << 20, python_scalar=python_scalar)
+        m = create_machine(data_size=1 << 20, python_scalar=python_scalar)
         m.load_asm(src)
         results.append((m.call("kern", x, x.size, returns="i32"), m.stats.instructions))
     assert results[0] == results[1] == (int(x.sum()), results[0][1])

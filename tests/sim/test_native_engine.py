@@ -12,7 +12,7 @@ from tsar.isa import configs
 from tsar.isa.config import TsarConfig
 from tsar.kernels.tsar_plan import TOKEN_BLOCKED, kernel_names
 from tsar.paths import kernel_source
-from tsar.sim import Machine, SimulationError
+from tsar.sim import SimulationError, create_machine
 
 pytestmark = pytest.mark.native
 
@@ -76,7 +76,7 @@ data:
 
 
 def _run(engine: str, source: str, image: np.ndarray, buffer: np.ndarray, **options) -> np.ndarray:
-    m = Machine(engine=engine, **options)
+    m = create_machine(engine, **options)
     m.load_asm(source)
     out = image.copy()
     m.call("f", out, buffer, returns="none")
@@ -107,7 +107,7 @@ def test_worker_and_in_process_agree_with_numpy_on_the_gemv_strip():
     tile = rng.integers(-1, 2, (16, k))
     weights = pack_tile(C2S4, tile.reshape(16, k // 8, 8).transpose(1, 0, 2)).reshape(-1)
     for options in ({}, {"in_process": True}):
-        m = Machine(engine="native", **options)
+        m = create_machine("native", **options)
         m.load_asm(kernel_source("gemv16_c2s4.s").read_text(), filename="gemv16_c2s4.s")
         out = np.zeros(16, np.int32)
         m.call("gemv16_c2s4", act, weights, out, k)
@@ -124,16 +124,16 @@ def test_bitlinear_kernels_bit_exact(kernel: str):
     w = rng.integers(-1, 2, (64, 512)).astype(np.int8)
     for n, x in ((1, rng.standard_normal((1, 512))), (3, rng.standard_normal((3, 512)) * 50)):
         x = x.astype(np.float32)
-        native = simulate(plan, x, w, 0.5, machine=Machine(engine="native"), memory_stats=False)
+        native = simulate(plan, x, w, 0.5, machine=create_machine("native"), memory_stats=False)
         python = simulate(plan, x, w, 0.5, memory_stats=False)
         assert native.exact and np.array_equal(native.y.view(np.uint32), python.y.view(np.uint32)), n
     ones = np.ones((64, 512), np.int8)
     x = np.full((2, 512), 127.0, np.float32)
-    assert simulate(plan, x, ones, 1.0, machine=Machine(engine="native"), memory_stats=False).exact
+    assert simulate(plan, x, ones, 1.0, machine=create_machine("native"), memory_stats=False).exact
 
 
 def test_guest_faults_name_the_instruction():
-    m = Machine(engine="native")
+    m = create_machine("native")
     m.load_asm("""
     scalar:
         mov rax, 8
@@ -158,7 +158,7 @@ def test_guest_faults_name_the_instruction():
 
 def test_unknown_engine_is_a_one_line_error():
     with pytest.raises(SimulationError, match="unknown engine 'qemu'"):
-        Machine(engine="qemu")
+        create_machine("qemu")
 
 
 @pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.name)
@@ -178,7 +178,7 @@ def test_tlut_tgemv_equal_the_ternary_product_natively(cfg: TsarConfig):
         ret
     """
     rng = np.random.default_rng(7)
-    m = Machine(engine="native")
+    m = create_machine("native")
     m.load_asm(source)
     for trial in range(40):
         tile = rng.integers(-1, 2, (cfg.m, cfg.k)).astype(np.int8)
@@ -225,9 +225,9 @@ def test_token_blocked_gemm_at_prefill_sizes(config: str, flow: str):
     w = rng.integers(-1, 2, (2560, 2560)).astype(np.int8)
     for n in (8, 32, 128):
         x = rng.standard_normal((n, 2560)).astype(np.float32)
-        assert simulate(plan, x, w, 0.5, machine=Machine(engine="native"), memory_stats=False).exact
+        assert simulate(plan, x, w, 0.5, machine=create_machine("native"), memory_stats=False).exact
     x = np.where(rng.random((32, 2560)) < 0.5, 4.0, -4.0).astype(np.float32)
-    run = simulate(plan, x, np.ones((2560, 2560), np.int8), 1.0, machine=Machine(engine="native"),
+    run = simulate(plan, x, np.ones((2560, 2560), np.int8), 1.0, machine=create_machine("native"),
                    memory_stats=False)
     assert run.exact
 
@@ -242,7 +242,7 @@ def test_token_blocked_gemm_ci_sizes(config: str, flow: str):
 
     m, k = 16 * 33, 512
     plan = plan_for(f"tsar-{config}-{flow}", m, k)
-    machine = Machine(engine="native")
+    machine = create_machine("native")
     for n, sign in ((8, 1), (32, -1), (128, 1)):
         rng = np.random.default_rng(n)
         x = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, (n, 1))).astype(np.float32)

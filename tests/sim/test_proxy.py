@@ -10,7 +10,7 @@ import pytest
 
 from tsar.isa.config import configs
 from tsar.isa.operands import Memory, Register
-from tsar.sim import Machine
+from tsar.sim import create_machine
 from tsar.sim.errors import SimulationError
 from tsar.sim.proxy_engine.machine import PROXY_UOP, proxy_report, proxy_sequence, proxy_source
 
@@ -75,7 +75,7 @@ def test_kernel_runs_in_the_proxy_engine() -> None:
     rng = np.random.default_rng(1)
     w = rng.integers(-1, 2, (256, 256)).astype(np.int8)
     x = rng.standard_normal((1, 256)).astype(np.float32)
-    machine = Machine(engine="proxy", in_process=True)
+    machine = create_machine("proxy", in_process=True)
     assert machine.engine == "proxy"
     run = simulate(plan, x, w, 1.0, machine=machine)
     assert run.y.shape == (1, 256) and machine.stats.wall_seconds > 0
@@ -88,4 +88,4 @@ def test_machine_code_with_tsar_is_refused() -> None:
 
     code = assemble("tlut2x4 ymm8, qword ptr [rdi]\nret\n").code
     with pytest.raises(SimulationError, match="assembly source"):
-        Machine(engine="proxy").load_code(code)
+        create_machine("proxy").load_code(code)

@@ -7,7 +7,7 @@ import pytest
 from sim_inputs import make_records
 
 from tsar.isa.assembler import keystone_code
-from tsar.sim import run_native, simulate_records
+from tsar.sim import run_on_host, simulate_records
 from tsar.sim.host_oracle import FLAGS_MASK, FLAGS_OUT
 from tsar.sim.memory import GuestMemory
 from tsar.sim.python_engine.blocks import compile_one
@@ -85,7 +85,7 @@ def test_forms_execute_in_python():
 def test_scalar_matches_host():
     rng = np.random.default_rng(7)
     jobs = [(_assemble(text), make_records(rng, 400)) for text, _ in FORMS]
-    for (text, undefined), (insn, records), native in zip(FORMS, jobs, run_native(jobs), strict=True):
+    for (text, undefined), (insn, records), native in zip(FORMS, jobs, run_on_host(jobs), strict=True):
         sim = simulate_records(insn, records)
         mask = np.uint64(FLAGS_MASK & ~undefined)
         for arr in (native, sim):
@@ -99,7 +99,7 @@ def test_register_names_match_unicorn():
     """All 8/16/32/64-bit register names (rsp and r11, the output pointer, excepted; r11 is covered by
     the host test) read the same in the Python scalar subset, after a vector instruction, as in
     Unicorn, on random register values."""
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
 
     rng = np.random.default_rng(5)
     regs = tuple(r for r in _NAMES if r != "r11")
@@ -114,7 +114,7 @@ def test_register_names_match_unicorn():
     text = "f:\n vzeroupper\n mov r11, rdi\n" + "\n".join(body) + "\n ret\n"
     outs = []
     for python_scalar in (True, False):
-        m = Machine(python_scalar=python_scalar)
+        m = create_machine(python_scalar=python_scalar)
         m.load_asm(text)
         out = np.zeros(len(forms), np.uint64)
         m.call("f", out, returns="none")
@@ -126,9 +126,9 @@ def test_register_names_match_unicorn():
 def test_byte_registers_after_vector_code():
     """Regression: after a vector instruction the Python scalar subset ran ``movzx eax, r8b`` as the low
     byte of r12 (iced numbers byte registers al..r15l 0..19) and sil as r10."""
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
 
-    m = Machine()
+    m = create_machine()
     m.load_asm("f:\n vzeroupper\n mov r8, 0x1234\n mov r12, 0x77\n mov rsi, 0x5a\n mov r10, 0x11\n"
                " movzx eax, r8b\n movzx ecx, sil\n add eax, ecx\n mov r15, 0x3c00\n movzx ecx, r15b\n"
                " add eax, ecx\n mov rbx, 0x4200\n movzx ecx, bh\n add eax, ecx\n ret\n")

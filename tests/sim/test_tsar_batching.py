@@ -10,7 +10,7 @@ from tsar.isa.config import TsarConfig
 from tsar.isa.instructions import Kind
 from tsar.isa.operands import Memory, Register
 from tsar.paths import kernel_source
-from tsar.sim import Machine, SimulationError, Stats
+from tsar.sim import Machine, SimulationError, Stats, create_machine
 from tsar.sim.python_engine.tsar_exec import TsarOp, batch_spans
 from tsar.simulate.tsar_kernel import KERNEL_NAMES, plan_for, simulate
 
@@ -38,7 +38,7 @@ def test_bitlinear_kernels_batched_equal_unbatched(kernel: str) -> None:
     w = rng.integers(-1, 2, (plan.M, plan.K)).astype(np.int8)
     runs = []
     for batch in (True, False):
-        machine = Machine(data_size=16 << 20, batch_tsar=batch)
+        machine = create_machine(data_size=16 << 20, batch_tsar=batch)
         runs.append((simulate(plan, x, w, 0.25, machine=machine), machine))
     (fast, m_fast), (slow, m_slow) = runs
     assert fast.exact and slow.exact
@@ -57,7 +57,7 @@ def test_gemv16_asm_batched_equals_unbatched() -> None:
     weights = pack_tile(C2S4, tile.reshape(16, k // 8, 8).transpose(1, 0, 2)).reshape(-1)
     outs, stats = [], []
     for batch in (True, False):
-        m = Machine(data_size=1 << 20, batch_tsar=batch)
+        m = create_machine(data_size=1 << 20, batch_tsar=batch)
         m.load_asm(kernel_source("gemv16_c2s4.s").read_text())
         out = np.zeros(16, np.int32)
         m.call("gemv16_c2s4", act, weights, out, k, memory_stats=True)
@@ -98,7 +98,7 @@ def _run_registers(source: str, batch: bool, seed: int, trace: bool = False) -> 
     """Run ``source`` (straight-line code) between a load of all 16 ymm registers from ``[rdi]``
     and a store of them to ``[rcx]``; returns the stored registers and the machine."""
     rng = np.random.default_rng(seed)
-    m = Machine(data_size=1 << 20, batch_tsar=batch)
+    m = create_machine(data_size=1 << 20, batch_tsar=batch)
     load = "\n".join(f"    vmovdqu ymm{i}, ymmword ptr [rdi + {32 * i}]" for i in range(16))
     store = "\n".join(f"    vmovdqu ymmword ptr [rcx + {32 * i}], ymm{i}" for i in range(16))
     m.load_asm(f"f:\n{load}\n{source}\n{store}\n    ret\n")
@@ -134,7 +134,7 @@ def test_random_runs_do_batch() -> None:
 
 @pytest.mark.parametrize("batch", [True, False])
 def test_fault_inside_a_batch_is_reported_at_its_instruction(batch: bool) -> None:
-    m = Machine(data_size=1 << 20, batch_tsar=batch)
+    m = create_machine(data_size=1 << 20, batch_tsar=batch)
     labels = m.load_asm("""
     f:
         tlut2x4 ymm8, qword ptr [rdi]

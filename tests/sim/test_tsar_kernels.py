@@ -11,7 +11,7 @@ from tsar.isa import C2S4, codec, encode, make, pack_tile
 from tsar.isa.operands import Memory, Register
 from tsar.kernels import kernel_c_dir
 from tsar.paths import kernel_source
-from tsar.sim import Machine, SimulationError, compile_c
+from tsar.sim import Machine, SimulationError, compile_c, create_machine
 from tsar.sim.elf import load_elf_image
 
 
@@ -24,7 +24,7 @@ def _weights_strips(tile: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def asm_machine() -> Machine:
-    m = Machine(data_size=8 << 20)
+    m = create_machine(data_size=8 << 20)
     m.load_asm(kernel_source("gemv16_c2s4.s").read_text())
     return m
 
@@ -97,7 +97,7 @@ def test_header_rejects_misaligned_groups(tmp_path):
 
 @pytest.fixture(scope="module")
 def c_machine() -> Machine:
-    m = Machine(data_size=16 << 20)
+    m = create_machine(data_size=16 << 20)
     m.load_elf(compile_c(kernel_c_dir() / "tsar_gemv_c2s4.c"))
     return m
 
@@ -124,11 +124,11 @@ def test_elf_with_libc_call_is_rejected(tmp_path):
     src.write_text("#include <stddef.h>\nvoid *memcpy(void *, const void *, size_t);\n"
                    "void f(char *a, const char *b, size_t n) { memcpy(a, b, n); }\n")
     with pytest.raises(SimulationError, match="memcpy"):
-        Machine(data_size=1 << 20).load_elf(compile_c(src))
+        create_machine(data_size=1 << 20).load_elf(compile_c(src))
 
 
 def test_avx2_c_kernel(tmp_path):
-    m = Machine(data_size=1 << 20)
+    m = create_machine(data_size=1 << 20)
     m.load_elf(compile_c(kernel_c_dir() / "dot_i8_avx2.c", opt="-O3"))
     rng = np.random.default_rng(3)
     for n in (0, 1, 31, 32, 33, 1000):

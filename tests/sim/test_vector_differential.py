@@ -15,7 +15,7 @@ from sim_forms import forms
 from sim_inputs import make_records
 
 from tsar.isa.assembler import keystone_code
-from tsar.sim import run_native, simulate_records, supported_mnemonics
+from tsar.sim import run_on_host, simulate_records, supported_mnemonics
 from tsar.sim.host_oracle import FLAGS_MASK, FLAGS_OUT
 
 FORMS = forms()
@@ -47,7 +47,7 @@ def _check_mnemonics(names: list[str], cases: int, seed: int) -> None:
         for text in FORMS[name]:
             jobs.append((_assemble(text), make_records(rng, cases)))
             texts.append(text)
-    results = run_native(jobs)
+    results = run_on_host(jobs)
     for text, (insn, records), native in zip(texts, jobs, results, strict=True):
         _compare(text, native, simulate_records(insn, records))
 

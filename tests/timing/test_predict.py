@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tsar.isa.assembler import assemble
-from tsar.sim import Machine, MemoryTrace
+from tsar.sim import MemoryTrace, create_machine
 from tsar.sim.platforms import load
 from tsar.sim.timing.predict import cache_traffic, find_loops, predict
 
@@ -61,7 +61,7 @@ f:
 
 def _run(source: str, *args: int):
     program = assemble(source)
-    machine = Machine()
+    machine = create_machine()
     symbols = machine.load_program(program)
     base = symbols["f"] - (program.symbols["f"] - program.base)
     machine.call("f", *args)

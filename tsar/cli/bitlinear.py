@@ -9,7 +9,7 @@ from tsar.cli.shapes import parse_shape
 from tsar.errors import UserError
 from tsar.kernels import quant
 from tsar.kernels.tsar_plan import kernel_names
-from tsar.sim import Machine
+from tsar.sim import create_machine
 from tsar.simulate.tsar_kernel import plan_for, simulate
 
 MAX_WEIGHTS = 1 << 28
@@ -43,7 +43,7 @@ def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int
     say = (lambda *a: None) if as_json else print
     say(f"{kernel}: BitLinear {n} x {m} x {k} ({plan.cfg.title}; {plan.groups} LUT group(s), "
         f"{plan.accumulators} accumulator(s); weights {plan.weight_bytes:,} B at 2 bits/weight)")
-    machine = Machine(engine=engine)
+    machine = create_machine(engine)
     run = simulate(plan, x, w_t, w_scale, machine=machine, memory_stats=engine == "python")
     if as_json:
         from tsar.jsonout import emit, stats_fields

@@ -214,7 +214,7 @@ class ProxyKernel:
                  seed: int = 0) -> None:
         from tsar.kernels.formats.tsar import pack_weights
         from tsar.kernels.tsar_codegen import function_name
-        from tsar.sim import Machine
+        from tsar.sim import create_machine
         from tsar.simulate.tsar_kernel import plan_for, program_for
 
         self.kernel, self.N, self.M, self.K = kernel, N, M, K
@@ -224,7 +224,7 @@ class ProxyKernel:
         self.weight_bytes = int(stream.nbytes)
         copies = weight_copies(stream.nbytes, dram_bytes)
         need = N * (K + M) * 4 + plan.workspace_bytes + copies * stream.nbytes + (1 << 20)
-        self.machine = Machine(engine="proxy", in_process=True, data_size=max(1 << 30, 2 * need))
+        self.machine = create_machine("proxy", in_process=True, data_size=max(1 << 30, 2 * need))
         entry = self.machine.load_program(program_for(plan))[function_name(plan)]
         arena = self.machine.data
 

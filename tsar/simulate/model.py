@@ -28,7 +28,7 @@ from tsar.kernels.formats.tsar import pack_weights
 from tsar.kernels.tsar_codegen import function_name
 from tsar.kernels.tsar_plan import KernelPlan
 from tsar.models import LinearShape, get_model
-from tsar.sim import Machine
+from tsar.sim import create_machine
 from tsar.simulate.tsar_kernel import plan_for, program_for
 
 
@@ -105,7 +105,7 @@ def run_model(name: str, tokens: int = 1, *, kernel: str = "auto", engine: str =
             if f"{layer}.{shape.name}" in store:
                 _weights(store, f"{layer}.{shape.name}", shape, np.random.default_rng(0))
     plans = {s.name: _kernel_for(s, kernel) for s in shapes}
-    machine = Machine(engine=engine)
+    machine = create_machine(engine)
     entries = {n: machine.load_program(program_for(p))[function_name(p)] for n, p in plans.items()}
     run = ModelRun(tokens, kernels={n: p.name for n, p in plans.items()})
     started = time.perf_counter()

@@ -17,7 +17,7 @@ import numpy as np
 from tsar.errors import UserError
 from tsar.kernels import reference, simbuild
 from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED, SIMULATED_PUBLIC
-from tsar.sim import Machine, Stats
+from tsar.sim import Machine, Stats, create_machine
 
 NATIVE_SIM_KERNELS = SIMULATED
 """The simulated baselines that compare models on other platforms (tl2, tl1, i2s, int2)."""
@@ -87,7 +87,7 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
         packed = pack_native(kernel, w)
     except ValueError as exc:
         raise UserError(f"{kernel} cannot take a {M} x {K} layer: {exc}") from None
-    machine = Machine()
+    machine = create_machine()
     symbols = machine.load_elf(_library())
     spec = NATIVE_KERNELS[kernel]
     bm, bk = (packed.bm, packed.bk) if spec.blocked else (0, 0)

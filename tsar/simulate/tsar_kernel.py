@@ -21,7 +21,7 @@ from tsar.kernels import reference
 from tsar.kernels.formats.tsar import pack_weights
 from tsar.kernels.tsar_codegen import function_name, generate
 from tsar.kernels.tsar_plan import KernelPlan, kernel_names, make_plan, parse_kernel_name
-from tsar.sim import Machine, Stats
+from tsar.sim import Machine, Stats, call_options, create_machine
 
 KERNEL_NAMES = kernel_names()
 """The kernels of the configurations registered with the package (a variant registered later is
@@ -84,20 +84,21 @@ def program_for(plan: KernelPlan) -> Program:
 
 def simulate(plan: KernelPlan, x: np.ndarray, w_t: np.ndarray, w_scale: float, *,
              stream: np.ndarray | None = None, machine: Machine | None = None,
-             memory_stats: bool = True, workspace: np.ndarray | None = None) -> KernelRun:
+             memory_stats: bool | None = None, workspace: np.ndarray | None = None) -> KernelRun:
     """Simulate ``y = BitLinear(x)`` with the plan's kernel.
 
     ``x``: float32 ``(N, K)``; ``w_t``: ternary int8 ``(M, K)``; ``w_scale``: the per-tensor weight
     scale; ``stream``: the packed weights if already packed (else packed here); ``workspace``: the
     workspace's bytes on entry (uint8 ``(plan.workspace_bytes,)``, default zeros: the kernel must
-    not depend on them, padding included).
+    not depend on them, padding included). ``memory_stats``: count scalar memory traffic too
+    (default: where the engine can, i.e. the Python engine).
     """
     x = np.ascontiguousarray(x, dtype=np.float32)
     if x.ndim != 2 or x.shape[1] != plan.K:
         raise UserError(f"{plan.name}: activations must be (N, {plan.K}) float32, got {x.shape}")
     if stream is None:
         stream = pack_weights(plan, w_t)
-    machine = machine or Machine()
+    machine = machine or create_machine()
     symbols = machine.load_program(program_for(plan))
     n = x.shape[0]
     y = np.zeros((n, plan.M), np.float32)
@@ -108,7 +109,9 @@ def simulate(plan: KernelPlan, x: np.ndarray, w_t: np.ndarray, w_scale: float, *
                         f"{workspace.dtype} {workspace.shape}")
     scale = np.array([w_scale], np.float32)
     entry = symbols[function_name(plan)]
-    machine.call(entry, x, stream, y, n, workspace, scale, returns="none",
-                 memory_stats=memory_stats)
+    if memory_stats is None:
+        memory_stats = "memory_stats" in call_options(machine.engine)
+    options = {"memory_stats": True} if memory_stats else {}
+    machine.call(entry, x, stream, y, n, workspace, scale, returns="none", **options)
     ref = reference.bitlinear(x, w_t, float(scale[0]))
     return KernelRun(plan, n, y, ref, machine.stats, entry - program_for(plan).symbols[function_name(plan)])

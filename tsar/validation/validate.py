@@ -202,11 +202,11 @@ def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0) -> _Kernel
 
 
 def _simulate(path: Path, kern: _Kernel):
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.sim.elf import load_elf_image
 
     image = load_elf_image(path.read_bytes(), path.name)
-    machine = Machine()
+    machine = create_machine()
     symbols = machine.load_elf(path)
     fn = f"tsar_sim_{kern.name}_gemv"
     base = symbols[fn] - image.symbols[fn]

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from tsar.isa import C2S4, pack_tile
     from tsar.kernels import kernel_c_dir
     from tsar.paths import kernel_source
-    from tsar.sim import Machine, compile_c
+    from tsar.sim import compile_c, create_machine
     from tsar.sim.errors import SimulationError
 
     if args.repeat < 1:
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         _bench_native(args, rng, None)
         return _finish(args)
     k = args.k - args.k % 8
-    machine = Machine()
+    machine = create_machine()
     machine.load_asm(kernel_source("gemv16_c2s4.s").read_text(), filename="gemv16_c2s4.s")
     act = rng.integers(-127, 128, k).astype(np.int8)
     tile = rng.integers(-1, 2, (16, k))
@@ -129,7 +129,7 @@ def _bench_quant(args: argparse.Namespace, rng: np.random.Generator) -> None:
     """gcc -O3 -mavx2 -mfma absmax quantization: float reduction, rounding, clamps, byte stores,
     scalar tails (n is deliberately not a multiple of the vector width)."""
     from tsar.kernels import kernel_c_dir
-    from tsar.sim import Machine, compile_c
+    from tsar.sim import compile_c, create_machine
     from tsar.sim.errors import SimulationError
 
     n = args.n - 3
@@ -138,7 +138,7 @@ def _bench_quant(args: argparse.Namespace, rng: np.random.Generator) -> None:
     amax = np.float32(np.abs(x).max())
     v = x * (np.float32(127) / amax)
     want = np.clip(np.trunc(v + np.where(v >= 0, np.float32(0.5), np.float32(-0.5))), -127, 127)
-    machine = Machine()
+    machine = create_machine()
     machine.load_elf(compile_c(kernel_c_dir() / "quant_i8.c", opt="-O3"))
 
     def check(_: object) -> None:
@@ -156,14 +156,14 @@ def _bench_bitlinear(args: argparse.Namespace, rng: np.random.Generator) -> None
     from tsar.kernels import reference
     from tsar.kernels.formats.tsar import pack_weights
     from tsar.kernels.tsar_codegen import function_name
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.sim.errors import SimulationError
     from tsar.simulate.tsar_kernel import plan_for, program_for
 
     plan = plan_for(args.kernel, args.m, args.k)
     x = rng.standard_normal((1, plan.K)).astype(np.float32)
     w_t = rng.integers(-1, 2, (plan.M, plan.K)).astype(np.int8)
-    machine = Machine()
+    machine = create_machine()
     entry = machine.load_program(program_for(plan))[function_name(plan)]
     y = np.zeros((1, plan.M), np.float32)
     workspace = np.zeros(plan.workspace_bytes, np.uint8)
@@ -191,7 +191,7 @@ def _bench_native(args: argparse.Namespace, rng: np.random.Generator, count: int
     from tsar.kernels.baselines import prepare, time_matmul
     from tsar.kernels.formats.tsar import pack_weights
     from tsar.kernels.tsar_codegen import function_name
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.sim.errors import SimulationError
     from tsar.simulate.tsar_kernel import plan_for, program_for
 
@@ -201,12 +201,12 @@ def _bench_native(args: argparse.Namespace, rng: np.random.Generator, count: int
     stream = pack_weights(plan, w_t)
     want = reference.bitlinear(x, w_t, 0.5)
     if count is None:
-        python = Machine()
+        python = create_machine()
         entry = python.load_program(program_for(plan))[function_name(plan)]
         python.call(entry, x, stream, np.zeros((1, plan.M), np.float32), 1,
                     np.zeros(plan.workspace_bytes, np.uint8), np.array([0.5], np.float32))
         count = python.stats.instructions
-    engines = {"in process": Machine(engine="native", in_process=True), "worker": Machine(engine="native")}
+    engines = {"in process": create_machine("native", in_process=True), "worker": create_machine("native")}
     entries = {k: m.load_program(program_for(plan))[function_name(plan)] for k, m in engines.items()}
     tl2 = prepare("tl2", w_t, 0.5)
     times: dict[str, list[float]] = {k: [] for k in [*engines, "TL2"]}

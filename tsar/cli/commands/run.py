@@ -78,15 +78,15 @@ def run(args: argparse.Namespace) -> int:
                             "arguments come from --shape and --kernel)")
         return run_bitlinear(args.file, args.kernel, args.shape, seed=args.seed, hot=args.hot,
                              engine=args.engine, as_json=args.json)
-    from tsar.sim import Machine, SimulationError
+    from tsar.sim import SimulationError, create_machine
 
     path = Path(args.file)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     if native:
-        machine = Machine(engine="native", timeout=args.timeout)
+        machine = create_machine("native", timeout=args.timeout)
     else:
-        machine = Machine(max_instructions=args.max_instructions, timeout=args.timeout)
+        machine = create_machine(max_instructions=args.max_instructions, timeout=args.timeout)
     if path.suffix == ".s":
         symbols = machine.load_asm(path.read_text(), filename=str(path))
     else:

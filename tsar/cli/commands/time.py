@@ -69,7 +69,7 @@ def _label(report, base: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from tsar.estimate.layer import platform_named
-    from tsar.sim import Machine
+    from tsar.sim import create_machine
     from tsar.sim.timing.predict import predict
 
     path = Path(args.file)
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise UserError(f"--threads must be at least 1, got {args.threads}")
     platform = platform_named(args.platform)
-    machine = Machine()
+    machine = create_machine()
     fn, code, base = _load(machine, path, args.fn)
     rng = np.random.default_rng(args.seed)
     call_args = [parse_arg(spec + (":zeros" if is_out and spec.count(":") == 1 else ""), rng)
