@@ -250,7 +250,7 @@ def test_ctrl_c_inside_the_simulator_is_an_interrupt(machine: Machine, monkeypat
 
     def interrupted(*_args):
         raise KeyboardInterrupt
-    monkeypatch.setattr(Machine, "_python", interrupted)
+    monkeypatch.setattr(type(machine), "_python", interrupted)
     source = "f:\n    vpxor xmm0, xmm0, xmm0\n    ret\n"
     machine.load_asm(source)
     with pytest.raises(KeyboardInterrupt):
