@@ -1,9 +1,12 @@
-"""Cycles of the T-SAR and base instructions measured on the RTL port (``isa/data/rtl_cycles.json``).
+"""Cycles of the T-SAR and base instructions measured on the RTL port.
 
-The table is generated from the RTL by ``tsar rtl cycles --write`` (``tsar.rtl.cycles``: every
-registered configuration, both LUT-group read policies, compiled simulation) and checked
-against a fresh measurement by a test. This module only reads it (``isa`` imports nothing from
-the other layers).
+The shipped table (``isa/data/rtl_cycles.json``, :data:`SHIPPED_PATH`) is generated from the RTL by
+the developer command ``tsar rtl cycles --write-source`` in a source checkout (``tsar.rtl.cycles``:
+every registered configuration, both LUT-group read policies, compiled simulation) and checked
+against a fresh measurement by a test. ``tsar rtl cycles --write`` stores a user's own measurement
+in the cache (:func:`cache_path`), which then takes precedence on that machine
+(:func:`table_path`); nothing writes into the installed package at run time. This module only
+reads (``isa`` imports nothing from the layers above it).
 
 Layout: ``{"stamp": {...}, "units": {"<config>": {"<lut_read>": {"<mnemonic>": [latency,
 throughput]}}}, "variants": {...}}`` (cycles; latency: issue to the issue of a dependent
@@ -26,17 +29,50 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tsar.common.errors import UserError
+from tsar.common.toolchain import cache_dir
+
 if TYPE_CHECKING:
     from tsar.isa.config import TsarConfig
 
-DATA_PATH = Path(__file__).parent / "data" / "rtl_cycles.json"
+SHIPPED_PATH = Path(__file__).parent / "data" / "rtl_cycles.json"
+"""The table shipped with the package (regenerated in a source checkout only)."""
 LUT_READ = ("latch", "ports")
 
 
+def cache_path() -> Path:
+    """Where ``tsar rtl cycles --write`` stores this machine's own measurement."""
+    return cache_dir("rtl") / "rtl_cycles.json"
+
+
+def table_path() -> Path:
+    """The table in force: this machine's measurement if there is one, else the shipped table."""
+    own = cache_path()
+    return own if own.is_file() else SHIPPED_PATH
+
+
+def source_path() -> Path:
+    """:data:`SHIPPED_PATH` when this package is a source checkout (its ``pyproject.toml`` beside
+    it); else a :class:`UserError`: an installed package is never written."""
+    if not (SHIPPED_PATH.parents[2] / "pyproject.toml").is_file():
+        raise UserError(f"{SHIPPED_PATH.parent}: not a source checkout; --write stores the table in "
+                        "the cache instead")
+    return SHIPPED_PATH
+
+
 @cache
+def _read(path: Path, mtime_ns: int) -> dict:
+    return json.loads(path.read_text())
+
+
+def read_table(path: Path) -> dict:
+    """One table document (re-read when the file changes; FileNotFoundError if absent)."""
+    return _read(path, path.stat().st_mtime_ns)
+
+
 def table() -> dict:
-    """The whole JSON document (raises FileNotFoundError if it was never generated)."""
-    return json.loads(DATA_PATH.read_text())
+    """The document in force (:func:`table_path`; FileNotFoundError if there is none)."""
+    return read_table(table_path())
 
 
 def variants() -> dict[str, dict]:
@@ -51,11 +87,11 @@ def rtl_timing(config_name: str, mnemonic: str, lut_read: str = "latch") -> tupl
         raise KeyError(f"lut_read={lut_read!r}: expected one of {', '.join(LUT_READ)}")
     units = table()["units"] | variants()
     if config_name not in units:
-        raise KeyError(f"{config_name}: no RTL measurement in {DATA_PATH.name} "
+        raise KeyError(f"{config_name}: no RTL measurement in {table_path()} "
                        f"(measured: {', '.join(units)})")
     ops = units[config_name][lut_read]
     if mnemonic.lower() not in ops:
-        raise KeyError(f"{mnemonic}: not measured on the {config_name} port ({DATA_PATH.name})")
+        raise KeyError(f"{mnemonic}: not measured on the {config_name} port ({table_path()})")
     latency, throughput = ops[mnemonic.lower()]
     return int(latency), float(throughput)
 

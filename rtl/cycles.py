@@ -1,10 +1,11 @@
-"""Measured cycles of every registered configuration as data: ``isa/data/rtl_cycles.json``.
+"""Measured cycles of every registered configuration as data (:mod:`tsar.isa.measured_cycles`).
 
 :func:`measure_all` runs :func:`~tsar.rtl.bench.measure_timing` on a port per vector width
 (carrying every configuration of that width) for both LUT-group read policies, on the compiled
 backend; :func:`measure_variants` measures DSE variants (``--isa`` files), each on a port of its
 own, with their definitions; :func:`document` stamps it (generator, Verilator version, SHA-256 of
-each port's Verilog); :func:`write` stores it where :mod:`tsar.isa.measured_cycles` reads it.
+each port's Verilog); :func:`write` stores it where :mod:`tsar.isa.measured_cycles` reads it (the
+cache, or the shipped table in a source checkout).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from tsar.common.toolchain import write_atomic
 from tsar.isa.config import TsarConfig, configs
-from tsar.isa.measured_cycles import DATA_PATH, LUT_READ, config_key, variant_key
+from tsar.isa.measured_cycles import LUT_READ, config_key, variant_key
 from tsar.rtl.bench import measure_timing
 
 GENERATOR = "tsar rtl cycles --write"
@@ -94,7 +96,7 @@ def document(units: dict, cfgs: Sequence[TsarConfig] | None = None,
     return doc
 
 
-def write(doc: dict, path: Path = DATA_PATH) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+def write(doc: dict, path: Path) -> Path:
+    """Store ``doc`` at ``path`` (atomically; the cache or, in a source checkout, the shipped table)."""
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return path

@@ -1,11 +1,24 @@
 """The measured-cycles table (isa/data/rtl_cycles.json): its loader, what the timing model takes
-from it, and (slow tier) that it still matches the RTL."""
+from it, where ``tsar rtl cycles`` writes (never into an installed package), and (slow tier) that
+it still matches the RTL."""
 
 import pytest
 
+from tsar.isa import measured_cycles
 from tsar.isa.config import configs
-from tsar.isa.measured_cycles import LUT_READ, has_rtl_timing, rtl_timing, table
+from tsar.isa.measured_cycles import LUT_READ, SHIPPED_PATH, has_rtl_timing, read_table, rtl_timing
+from tsar.isa.measured_cycles import table as table_in_force
 from tsar.rtl.ops import BASE_OPS
+
+
+def table() -> dict:
+    return read_table(SHIPPED_PATH)
+
+
+@pytest.fixture(autouse=True)
+def _no_own_measurement(tmp_path, monkeypatch):
+    """The shipped table is in force (a measurement in the user's cache would take precedence)."""
+    monkeypatch.setenv("TSAR_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def test_table_covers_every_configuration_and_policy():
@@ -121,3 +134,35 @@ def test_stored_variants_match_the_rtl():
             unregister_config(cfg.name)
     for name, entry in variants().items():
         assert same_measurement(entry, measured[name]), name
+
+
+def _fake_measurement(monkeypatch) -> dict:
+    import tsar.rtl.cycles as cycles
+
+    doc = table()
+    monkeypatch.setattr(cycles, "measure_all", lambda cfgs=None, backend="verilator": doc["units"])
+    monkeypatch.setattr(cycles, "document", lambda units, cfgs=None, variants=None: {**doc, "units": units})
+    return doc
+
+
+def test_write_goes_to_the_cache_and_takes_precedence(monkeypatch, capsys):
+    from tsar.cli import main
+
+    doc = _fake_measurement(monkeypatch)
+    before = SHIPPED_PATH.stat().st_mtime_ns
+    assert main(["rtl", "cycles", "--write"]) == 0
+    assert SHIPPED_PATH.stat().st_mtime_ns == before
+    own = measured_cycles.cache_path()
+    assert f"wrote {own}" in capsys.readouterr().out
+    assert measured_cycles.table_path() == own and table_in_force()["units"] == doc["units"]
+
+
+def test_write_source_is_refused_outside_a_source_checkout(monkeypatch, tmp_path, capsys):
+    from tsar.cli import main
+
+    _fake_measurement(monkeypatch)
+    monkeypatch.setattr(measured_cycles, "SHIPPED_PATH", tmp_path / "site" / "isa" / "data" / "t.json")
+    assert main(["rtl", "cycles", "--write-source"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("not a source checkout; --write stores the table in the cache instead")
+    assert not (tmp_path / "site").exists()

@@ -79,7 +79,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cyc = sub.add_parser("cycles", help="measure latency/throughput of every instruction on the RTL "
                                         "(compiled) for every configuration and LUT-read policy")
     cyc.add_argument("--write", action="store_true",
-                     help="store them in isa/data/rtl_cycles.json (read by the timing model)")
+                     help="store them in the cache, where the timing model reads them on this machine "
+                          "from then on (before the shipped table)")
+    cyc.add_argument("--write-source", action="store_true",
+                     help="developers: regenerate the shipped table isa/data/rtl_cycles.json of a "
+                          "source checkout")
     cyc.add_argument("--check", action="store_true",
                      help="exit 1 if the stored table differs from the measurement")
     ver = sub.add_parser("verilog", help="write synthesizable Verilog of the base and T-SAR slices")
@@ -299,6 +303,8 @@ def _cycles(args: argparse.Namespace) -> int:
     from tsar.rtl.cycles import document, measure_all, measure_variants, same_measurement, write
     from tsar.rtl.verilator import VerilatorError
 
+    if args.write_source:
+        measured_cycles.source_path()  # refused before measuring when not a source checkout
     variants = _isa_variants(args)
     names = {v.name for v in variants}
     own = [c for c in configs() if c.name not in names]
@@ -322,24 +328,33 @@ def _cycles(args: argparse.Namespace) -> int:
             for name, (lat, tp) in ops.items():
                 if name.startswith(("tlut", "tgemv")):
                     print(f"{cfg:14} {policy:8} {name:12} {lat:>7} {tp:>10.2f}")
-    try:
-        stored_doc = measured_cycles.table()
-    except FileNotFoundError:
-        stored_doc = {}
-    stored_variants = stored_doc.get("variants", {})
     status = 0
     if args.check:
+        stored_doc = _stored(measured_cycles.table_path())
+        stored_variants = stored_doc.get("variants", {})
         stale = [n for n, v in measured.items()
                  if n not in stored_variants or not same_measurement(stored_variants[n], v)]
         if stored_doc.get("units") != units or stale:
             what = f" (variants: {', '.join(stale)})" if stale else ""
-            print(f"{measured_cycles.DATA_PATH}: differs from the RTL{what}; run tsar rtl cycles --write"
-                  + (" with the same --isa files" if stale else ""))
+            print(f"{measured_cycles.table_path()}: differs from the RTL{what}; run tsar rtl cycles "
+                  "--write" + (" with the same --isa files" if stale else ""))
             status = 1
-    if args.write:
-        path = write(document(units, own, {**stored_variants, **measured}))
-        print(f"wrote {path}")
+    targets = ([measured_cycles.cache_path()] if args.write else []) + \
+        ([measured_cycles.source_path()] if args.write_source else [])
+    for target in targets:
+        kept = _stored(target).get("variants", {})
+        print(f"wrote {write(document(units, own, {**kept, **measured}), target)}")
     return status
+
+
+def _stored(path: Path) -> dict:
+    """A stored table, or ``{}`` where there is none."""
+    from tsar.isa import measured_cycles
+
+    try:
+        return measured_cycles.read_table(path)
+    except FileNotFoundError:
+        return {}
 
 
 def run(args: argparse.Namespace) -> int:
