@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tsar.common.errors import UserError
+from tsar.isa.config import VECTOR_REGISTERS
 from tsar.isa.instructions import (
     MEMORY_SIZE_NAMES,
     VEX_MAP,
@@ -16,7 +17,7 @@ from tsar.isa.instructions import (
     by_opcode,
 )
 from tsar.isa.modrm import AddressingError, decode_rm, encode_rm
-from tsar.isa.operands import GPR_NUMBER, VEX_VECTOR_REGS, Memory, Operand, Register
+from tsar.isa.operands import GPR_NUMBER, Memory, Operand, Register
 
 VEX3 = 0xC4
 
@@ -129,8 +130,9 @@ def _check_operand(spec: InstructionSpec, op_spec: OperandSpec, value: Operand) 
         return
     if value.cls != spec.register_class:
         raise EncodingError(f"{where} must be {kind}, not {value.name}")
-    if not 0 <= value.num < VEX_VECTOR_REGS:
-        raise EncodingError(f"{where}: {value.name} is not addressable with VEX (0..15 only)")
+    if not 0 <= value.num < VECTOR_REGISTERS:
+        raise EncodingError(f"{where}: {value.name} is not addressable with VEX "
+                            f"(0..{VECTOR_REGISTERS - 1} only)")
     if value.num % op_spec.regs:
         raise EncodingError(
             f"{where}: group base {value.name} is misaligned; {op_spec.regs}-register groups start "

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tsar.isa.config import VECTOR_REGISTERS
-
 GPR64 = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
          "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
 """64-bit general registers in encoding order."""
@@ -13,8 +11,6 @@ GPR64 = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
 GPR_NUMBER = {name: num for num, name in enumerate(GPR64)}
 
 VECTOR_CLASSES = {"xmm": 128, "ymm": 256, "zmm": 512}
-VEX_VECTOR_REGS = VECTOR_REGISTERS
-"""VEX addresses xmm/ymm 0..15; 16..31 need EVEX."""
 
 
 @dataclass(frozen=True)

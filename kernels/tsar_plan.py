@@ -74,7 +74,6 @@ TOKEN_BLOCK = 16
 PARTIAL_SUM_BYTES = 16 * 1024
 """``ap-tokens``: bytes of the block's int16 partial-sum rows (half of a 32 KiB L1D; the rest holds
 the chunk's weight operands and activations)."""
-VECTOR_REGS = VECTOR_REGISTERS
 KERNEL_PREFIX = "tsar-"
 OP_TEMPS = 2  # registers the OP widening step needs
 AP_TOKENS_ACCUMULATORS = 1  # ap-tokens: every TGEMV loads, accumulates and stores one partial-sum tile
@@ -153,7 +152,7 @@ class KernelPlan:
     def chunk_groups(self) -> int:
         """LUT groups of one token live at once, one per chunk (``ap-max``: G, else 1)."""
         if self.flow == "ap-max":
-            return (VECTOR_REGS - 1) // self.cfg.group_regs
+            return (VECTOR_REGISTERS - 1) // self.cfg.group_regs
         return 1
 
     @property
@@ -173,7 +172,7 @@ class KernelPlan:
 
     def _ap_tokens_groups(self, weights_in_register: bool) -> int:
         below = self._weight_register_end if weights_in_register else AP_TOKENS_ACCUMULATORS
-        return (VECTOR_REGS - below) // self.cfg.group_regs
+        return (VECTOR_REGISTERS - below) // self.cfg.group_regs
 
     @property
     def weight_register(self) -> int:
@@ -189,7 +188,7 @@ class KernelPlan:
     @property
     def accumulators(self) -> int:
         """int16 tile accumulators live at once (U for AP, R for OP)."""
-        free = VECTOR_REGS - self.groups * self.cfg.group_regs
+        free = VECTOR_REGISTERS - self.groups * self.cfg.group_regs
         if self.flow == "ap-min":
             return 1
         if self.flow == "ap-tokens":
@@ -211,7 +210,7 @@ class KernelPlan:
 
     def group_register(self, g: int) -> int:
         """Base register of LUT group ``g``: groups are packed from the top, aligned."""
-        top = VECTOR_REGS - (g + 1) * self.cfg.group_regs
+        top = VECTOR_REGISTERS - (g + 1) * self.cfg.group_regs
         return top
 
     @property

@@ -8,12 +8,16 @@ caller.
 
 Record layout (bytes, ``RECORD_BYTES`` per case, 64-byte aligned):
 
-* ``[0, 512)``: ymm0..ymm15, 32 bytes each;
-* ``[512, 584)``: the GPRs of ``GPRS`` (8 bytes each, little-endian);
+* ``[0, GPR_OFFSET)`` (``[0, 512)``): ymm0..ymm15, ``REGISTER_BYTES`` (32) each;
+* ``[GPR_OFFSET, FLAGS_IN)`` (``[512, 584)``): the GPRs of ``GPRS`` (8 bytes each, little-endian);
 * ``[584, 592)``: RFLAGS in (arithmetic bits), ``[592, 600)``: RFLAGS out;
 * ``[600, 604)``: MXCSR in (keep every exception masked: the harness does not catch #XM),
   ``[604, 608)``: MXCSR out;
-* ``[MEM_OFFSET, MEM_OFFSET + MEM_BYTES)``: memory; ``rdx`` = record + ``MEM_OFFSET + MEM_BIAS``.
+* ``[MEM_OFFSET, MEM_OFFSET + MEM_BYTES)`` (``MEM_OFFSET`` = 640, the end of the MXCSR rounded up
+  to 64 bytes): memory; ``rdx`` = record + ``MEM_OFFSET + MEM_BIAS``.
+
+The offsets are derived from the register counts and sizes (:data:`tsar.isa.config.VECTOR_REGISTERS`,
+:data:`tsar.sim.x86.state.REGISTER_BYTES`); the numbers above are their values.
 """
 
 from __future__ import annotations
@@ -26,12 +30,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from tsar.isa.assembler import keystone_code
+from tsar.isa.config import VECTOR_REGISTERS
+from tsar.isa.operands import GPR_NUMBER
+from tsar.sim.x86.state import REGISTER_BYTES
 
 GPRS = ("rax", "rcx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 """GPRs loaded from / stored to each record (``rdx`` is the memory pointer; r12-r15 belong to
 the harness)."""
-GPR_OFFSET, FLAGS_IN, FLAGS_OUT, MXCSR_IN, MXCSR_OUT = 512, 584, 592, 600, 604
-MEM_OFFSET, MEM_BYTES, MEM_BIAS = 640, 256, 64
+GPR_OFFSET = VECTOR_REGISTERS * REGISTER_BYTES
+FLAGS_IN = GPR_OFFSET + 8 * len(GPRS)
+FLAGS_OUT = FLAGS_IN + 8
+MXCSR_IN = FLAGS_OUT + 8
+MXCSR_OUT = MXCSR_IN + 4
+MEM_BYTES, MEM_BIAS = 256, 64
+MEM_OFFSET = -(-(MXCSR_OUT + 4) // 64) * 64
 RECORD_BYTES = MEM_OFFSET + MEM_BYTES
 FLAGS_MASK = 0x8D5  # CF PF AF ZF SF OF
 
@@ -42,8 +54,8 @@ class HostOracleError(RuntimeError):
 
 def harness(insn: bytes) -> bytes:
     """Machine code of ``void run(uint8_t *records, size_t count)`` around ``insn``."""
-    load = [f"vmovdqu ymm{i}, ymmword ptr [r12 + {32 * i}]" for i in range(16)]
-    store = [f"vmovdqu ymmword ptr [r12 + {32 * i}], ymm{i}" for i in range(16)]
+    load = [f"vmovdqu ymm{i}, ymmword ptr [r12 + {REGISTER_BYTES * i}]" for i in range(VECTOR_REGISTERS)]
+    store = [f"vmovdqu ymmword ptr [r12 + {REGISTER_BYTES * i}], ymm{i}" for i in range(VECTOR_REGISTERS)]
     gl = [f"mov {r}, qword ptr [r12 + {GPR_OFFSET + 8 * i}]" for i, r in enumerate(GPRS)]
     gs = [f"mov qword ptr [r12 + {GPR_OFFSET + 8 * i}], {r}" for i, r in enumerate(GPRS)]
     text = "\n".join([
@@ -156,14 +168,12 @@ def _simulate_each(out: np.ndarray, st, steps: list, mem, window: int, rdx: int)
     """Load each record into ``st``, run ``steps``, store the state back into the record."""
     from tsar.sim.x86 import flags as fl
 
-    gpr_num = {"rax": 0, "rcx": 1, "rdx": 2, "rbx": 3, "rsi": 6, "rdi": 7, "r8": 8, "r9": 9,
-               "r10": 10, "r11": 11}
     for rec in out:
-        st.ymm[:] = rec[:512].reshape(st.ymm.shape)
+        st.ymm[:] = rec[:GPR_OFFSET].reshape(st.ymm.shape)
         gv = rec[GPR_OFFSET:GPR_OFFSET + 8 * len(GPRS)].view(np.uint64)
         for i, name in enumerate(GPRS):
-            st.gpr[gpr_num[name]] = int(gv[i])
-        st.gpr[2] = rdx
+            st.gpr[GPR_NUMBER[name]] = int(gv[i])
+        st.gpr[GPR_NUMBER["rdx"]] = rdx
         flags_in = int(rec[FLAGS_IN:FLAGS_IN + 8].view(np.uint64)[0])
         st.rflags_base = flags_in | 0x2
         st.flags[0] = fl.raw(flags_in | 0x2)
@@ -171,9 +181,9 @@ def _simulate_each(out: np.ndarray, st, steps: list, mem, window: int, rdx: int)
         mem.buf[window - mem.base:window - mem.base + MEM_BYTES] = rec[MEM_OFFSET:]
         for step in steps:
             step()
-        rec[:512] = st.ymm.reshape(-1)
+        rec[:GPR_OFFSET] = st.ymm.reshape(-1)
         for i, name in enumerate(GPRS):
-            gv[i] = st.gpr[gpr_num[name]]
+            gv[i] = st.gpr[GPR_NUMBER[name]]
         rec[FLAGS_OUT:FLAGS_OUT + 8].view(np.uint64)[0] = fl.materialize(st.flags[0], st.rflags_base)
         rec[MXCSR_OUT:MXCSR_OUT + 4].view(np.uint32)[0] = st.fp.mxcsr
         rec[MEM_OFFSET:] = mem.buf[window - mem.base:window - mem.base + MEM_BYTES]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from tsar.isa import codec
 from tsar.isa.assembler import keystone_code
+from tsar.isa.config import VECTOR_REGISTERS
 from tsar.isa.instructions import Field, Kind
 from tsar.isa.operands import Memory, Register
 from tsar.sim.x86.state import REGISTER_BYTES
@@ -72,7 +73,7 @@ def stub_text(site: Site, helper: int, image: int, counter: int, current: int) -
     else:
         lut = inst.operand(Field.VEX_VVVV).num
         args = [f"mov esi, {dst}", f"mov edx, {lut}", f"mov ecx, {src_reg}", "mov r8, rbx"]
-    regs = range(16)
+    regs = range(VECTOR_REGISTERS)
     lines = [
         f"lea rsp, [rsp - {RED_ZONE}]", "pushfq", *(f"push {r}" for r in SAVED_GPRS),
         setup,

@@ -21,12 +21,12 @@ from unicorn.unicorn_py3.unicorn import (
     uclib,
 )
 
-GPR_IDS = (X.UC_X86_REG_RAX, X.UC_X86_REG_RCX, X.UC_X86_REG_RDX, X.UC_X86_REG_RBX,
-           X.UC_X86_REG_RSP, X.UC_X86_REG_RBP, X.UC_X86_REG_RSI, X.UC_X86_REG_RDI,
-           X.UC_X86_REG_R8, X.UC_X86_REG_R9, X.UC_X86_REG_R10, X.UC_X86_REG_R11,
-           X.UC_X86_REG_R12, X.UC_X86_REG_R13, X.UC_X86_REG_R14, X.UC_X86_REG_R15)
+from tsar.isa.config import VECTOR_REGISTERS
+from tsar.isa.operands import GPR64
+
+GPR_IDS = tuple(getattr(X, f"UC_X86_REG_{name.upper()}") for name in GPR64)
 """Unicorn ids of the 64-bit GPRs in x86 encoding order."""
-XMM_IDS = tuple(X.UC_X86_REG_XMM0 + i for i in range(16))
+XMM_IDS = tuple(X.UC_X86_REG_XMM0 + i for i in range(VECTOR_REGISTERS))
 
 
 class RegBatch:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import iced_x86 as iced
 import numpy as np
 
+from tsar.isa.config import VECTOR_REGISTERS
 from tsar.sim.errors import GuestFault
 from tsar.sim.x86 import flags as fl
 from tsar.sim.x86.bmi import compile_bmi
@@ -109,7 +110,7 @@ def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> 
     if name.startswith("vpcmp") and name[6:9] == "str":
         return compile_pcmpstr(ins, st, trace)
     ops = operands(ins)
-    if any(o.kind == "vec" and o.reg >= 16 for o in ops) or any(o.kind == "other" for o in ops):
+    if any(o.kind == "vec" and o.reg >= VECTOR_REGISTERS for o in ops) or any(o.kind == "other" for o in ops):
         raise Unsupported(name)
     special = _special(name, ops, st, trace)
     if special is not None:
