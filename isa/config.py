@@ -29,12 +29,16 @@ instructions never share a mnemonic with the paper's (``tlut2x4c`` / ``tgemv8x16
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
 
 VECTOR_REGISTERS = 16
 """Vector registers a VEX encoding addresses (xmm/ymm 0..15)."""
+
+ENCODING_SLOTS = 16
+"""Encoding slots of T-SAR configurations: the low nibble of the TLUT / TGEMV opcode byte."""
 
 LUT_LAYOUTS: dict[str, tuple[str, ...]] = {"full": ("D", "S"), "compact": ("S",)}
 """LUT layouts and the tables each stores per block, in word order (``"full"``: ``D_b`` then
@@ -110,8 +114,8 @@ class TsarConfig:
             raise ValueError(
                 f"{self.name}: vector_bits={self.vector_bits}; VEX encodes 128 or 256 only"
             )
-        if not 0 <= self.slot <= 15:
-            raise ValueError(f"{self.name}: encoding slot {self.slot} must be in 0..15")
+        if not 0 <= self.slot < ENCODING_SLOTS:
+            raise ValueError(f"{self.name}: encoding slot {self.slot} must be in 0..{ENCODING_SLOTS - 1}")
         if (self.group_words * self.lut_bits) % self.vector_bits:
             raise ValueError(
                 f"{self.name}: a LUT group of {self.group_words} {self.lut_bits}-bit words does not "
@@ -419,6 +423,13 @@ def configs() -> tuple[TsarConfig, ...]:
     return tuple(sorted(_REGISTRY.values(), key=lambda cfg: cfg.slot))
 
 
+def free_slots(taken: Iterable[int] = ()) -> list[int]:
+    """The encoding slots that no registered configuration uses and ``taken`` does not hold,
+    lowest first."""
+    used = {cfg.slot for cfg in _REGISTRY.values()} | set(taken)
+    return [slot for slot in range(ENCODING_SLOTS) if slot not in used]
+
+
 def registered(name: str) -> TsarConfig | None:
     """The configuration registered under ``name``, or None."""
     return _REGISTRY.get(name)
@@ -440,3 +451,7 @@ C4S4 = register_config(TsarConfig("c4s4", c=4, s=4, vector_bits=256, slot=1))
 
 C2S4_128 = register_config(TsarConfig("c2s4-128", c=2, s=4, vector_bits=128, slot=2))
 """A 128-bit (NEON-like) datapath: TLUT2x4 + TGEMV8x8 (paper footnote 1)."""
+
+PAPER_CONFIGS = (C2S4, C4S4)
+"""The paper's two AVX2 design points, which the validation, the demo and the sweep report single
+out."""

@@ -207,22 +207,33 @@ def _check_ternary(w: np.ndarray) -> None:
         raise ValueError("weights must be ternary (-1, 0, +1)")
 
 
+@cache
+def _code_of_indices(cfg: TsarConfig) -> np.ndarray:
+    """``(2^c, 2^c)`` uint8: :meth:`TsarConfig.make_code` of every ternary ``(idxD, idxS)`` pair
+    (``idxS`` a subset of ``idxD``; the other entries are never looked up)."""
+    table = np.zeros((cfg.patterns, cfg.patterns), np.uint8)
+    for idx_d in range(cfg.patterns):
+        for idx_s in range(cfg.patterns):
+            if not idx_s & ~idx_d:
+                table[idx_d, idx_s] = cfg.make_code(idx_d, idx_s)
+    return table
+
+
 def encode_codes(cfg: TsarConfig, weights: np.ndarray) -> np.ndarray:
     """Ternary weights ``(..., s, c)`` in {-1, 0, +1} -> uint8 codes ``(..., s)``.
 
-    Split: ``idxD | idxS << c`` (dense bit set where ``w != -1``, sparse bit set where ``w == 0``);
-    trits: ``sum_i (w_i + 1) * 3^i``."""
+    Each block's ``(idxD, idxS)`` (dense bit set where ``w != -1``, sparse bit set where ``w == 0``)
+    encoded by :meth:`TsarConfig.make_code` (split: ``idxD | idxS << c``; trits:
+    ``sum_i (w_i + 1) * 3^i``)."""
     w = np.asarray(weights)
     _check_ternary(w)
-    codes = np.zeros(w.shape[:-1], np.uint8)
+    idx_d = np.zeros(w.shape[:-1], np.uint8)
+    idx_s = np.zeros(w.shape[:-1], np.uint8)
     for i in range(cfg.c):
         wi = w[..., i]
-        if cfg.weight_code == "trits":
-            codes += (wi + 1).astype(np.uint8) * np.uint8(3 ** i)
-            continue
-        codes |= (wi != -1).view(np.uint8) << i
-        codes |= (wi == 0).view(np.uint8) << (cfg.c + i)
-    return codes
+        idx_d |= (wi != -1).view(np.uint8) << i
+        idx_s |= (wi == 0).view(np.uint8) << i
+    return _code_of_indices(cfg)[idx_d, idx_s]
 
 
 def pack_tile(cfg: TsarConfig, tile: np.ndarray) -> np.ndarray:

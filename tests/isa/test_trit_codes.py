@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tsar.isa import assemble, decode, pack_tile, tgemv, tlut, unpack_tile
-from tsar.isa.config import TsarConfig, configs, register_config, unregister_config
+from tsar.isa.config import TsarConfig, free_slots, register_config, unregister_config
 from tsar.isa.semantics import encode_codes, tile_matvec, weight_codes
 
 SHAPES = [(1, 16), (2, 4), (3, 2), (4, 1), (3, 2, 128), (2, 4, 128)]  # (c, s[, vector_bits])
@@ -21,7 +21,7 @@ BLOCKS = {1: 16, 2: 4, 3: 2, 4: 1}  # c -> an s whose 256-bit configuration is v
 
 @pytest.fixture(scope="module")
 def trit_configs():
-    free = iter(s for s in range(16) if s not in {cfg.slot for cfg in configs()})
+    free = iter(free_slots())
     added = []
     try:
         for c, s, *width in SHAPES:

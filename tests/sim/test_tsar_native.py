@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tsar.isa import codec
-from tsar.isa.config import TsarConfig, configs, register_config, unregister_config
+from tsar.isa.config import TsarConfig, configs, free_slots, register_config, unregister_config
 from tsar.isa.instructions import by_mnemonic
 from tsar.isa.operands import Memory, Register
 from tsar.sim.memory import GuestMemory
@@ -60,7 +60,7 @@ CASES = 600  # per configuration and instruction kind
 
 @pytest.fixture(scope="module", params=["layouts", "codes"])
 def variants(request: pytest.FixtureRequest) -> Iterator[list[TsarConfig]]:
-    free = iter(s for s in range(16) if s not in {cfg.slot for cfg in configs()})
+    free = iter(free_slots())
     added: list[TsarConfig] = []
     try:
         for name, c, s, v, *axes in (VARIANTS if request.param == "layouts" else CODE_VARIANTS):
