@@ -24,6 +24,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from tsar.common.errors import UserError
+from tsar.common.files import UnreadableFile, read_text
 from tsar.isa.config import TsarConfig, configs, ensure_registered, get_config, registered
 
 try:
@@ -116,9 +117,9 @@ def load_isa_file(path: str | Path) -> list[TsarConfig]:
     """Read, check and register the configurations of a TOML file (see the module docstring)."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise IsaFileError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+        text = read_text(path, "an ISA variant file (TOML, [[config]] tables)")
+    except UnreadableFile as exc:
+        raise IsaFileError(str(exc)) from None
     cfgs = parse_isa_text(text, str(path))
     starts = _table_lines(text)
     for i, cfg in enumerate(cfgs):

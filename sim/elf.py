@@ -46,9 +46,23 @@ def _err(name: str, message: str) -> SimulationError:
     return SimulationError("elf", f"{name}: {message}")
 
 
+MAX_IMAGE = 1 << 32
+"""Largest memory image a shared object may span (its PT_LOAD segments)."""
+
+
 def load_elf_image(data: bytes, name: str = "<elf>") -> ElfImage:
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    """Parse a shared object; a file that is not one, or is truncated or malformed, is a
+    :class:`SimulationError` naming it."""
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
         raise _err(name, "not a little-endian ELF64 file")
+    try:
+        return _parse_elf(data, name)
+    except (struct.error, IndexError, ValueError, OverflowError):
+        raise _err(name, "truncated or malformed ELF file (a header, table or string lies past its "
+                         "end)") from None
+
+
+def _parse_elf(data: bytes, name: str) -> ElfImage:
     (e_type, e_machine, _, _, e_phoff, e_shoff, _, _, e_phentsize, e_phnum, e_shentsize, e_shnum,
      _) = struct.unpack_from("<HHIQQQIHHHHHH", data, 16)
     if e_machine != 62:
@@ -64,6 +78,9 @@ def load_elf_image(data: bytes, name: str = "<elf>") -> ElfImage:
     if not loads:
         raise _err(name, "no PT_LOAD segments")
     size = max(v + m for _, v, _, m in loads)
+    if size > MAX_IMAGE or any(o + f > len(data) for o, _, f, _ in loads):
+        raise _err(name, "truncated or malformed ELF file (PT_LOAD segments outside the file or "
+                         f"spanning {size:,} bytes)")
     image = bytearray((size + 4095) // 4096 * 4096)
     for offset, vaddr, filesz, _ in loads:
         image[vaddr:vaddr + filesz] = data[offset:offset + filesz]

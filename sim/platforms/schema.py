@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tsar.common.errors import UserError
+from tsar.common.files import UnreadableFile, read_text
 
 try:
     import tomllib
@@ -215,9 +216,9 @@ def platform_from_dict(raw: dict[str, Any], path: str = "<dict>") -> Platform:
 
 def read_platform(path: Path) -> Platform:
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(read_text(path, "a platform .toml file"))
     except tomllib.TOMLDecodeError as exc:
         raise PlatformError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise PlatformError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnreadableFile as exc:
+        raise PlatformError(str(exc)) from None
     return platform_from_dict(raw, str(path))

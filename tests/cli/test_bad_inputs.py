@@ -3,6 +3,7 @@ file:line for assembly), a non-zero exit, no traceback, no hang, no output that 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tsar.cli.main import main
@@ -127,6 +128,40 @@ CASES = [
     (["nope"], "invalid choice"),
 ]
 
+# Every file a user names, binary (the bytes 0..255: a NUL first) and Latin-1 text (not UTF-8): one
+# line naming the file and what is wrong with it. {bad} is "bin8" or "lat1" (BAD_FILES).
+BAD_FILES = {"bin8": bytes(range(256)), "lat1": "; caf\u00e9\nf:\n  ret\n".encode("latin-1")}
+WHY = {"bin8": "binary content (NUL byte at offset 0", "lat1": "not a UTF-8 text file (byte 0xe9 at offset 5"}
+FILE_CASES = [
+    (["run", "{d}/{bad}.s"], "{bad}.s: {why}"),
+    (["time", "{d}/{bad}.s"], "{bad}.s: {why}"),
+    (["sweep", "{d}/{bad}.toml"], "{bad}.toml: {why}"),
+    (["compare", "--platform", "{d}/{bad}.toml"], "{bad}.toml: {why}"),
+    (["compare", "--model", "bitnet-b1.58-2b-4t", "--platform", "{d}/{bad}.toml"], "{bad}.toml: {why}"),
+    (["time", GEMV, "--platform", "{d}/{bad}.toml"], "{bad}.toml: {why}"),
+    (["--isa", "{d}/{bad}.toml", "isa"], "{bad}.toml: {why}"),
+    (["isa", "--isa", "{d}/{bad}.toml"], "{bad}.toml: {why}"),
+    (["rtl", "area", "--isa", "{d}/{bad}.toml"], "{bad}.toml: {why}"),
+    (["report", "--sweep", "{d}/{bad}.csv", "-o", "{d}/r.html"], "{bad}.csv: {why}"),
+    (["asm", "{d}/{bad}.s"], "{bad}.s:"),
+    # not a NumPy file, not an ELF shared object
+    (["run", GEMV, "--arg", "{d}/{bad}.npy"], "{bad}.npy: not a NumPy array (.npy)"),
+    (["run", "model", "bitnet-b1.58-2b-4t", "--weights", "{d}/{bad}.npz"], "{bad}.npz: not a weights"),
+    (["run", "{d}/{bad}.so"], "{bad}.so: not a little-endian ELF64 file"),
+    (["time", "{d}/{bad}.so"], "{bad}.so: not a little-endian ELF64 file"),
+]
+CASES += [([a.replace("{bad}", bad) for a in argv], fragment.replace("{bad}", bad).replace("{why}", WHY[bad]))
+          for argv, fragment in FILE_CASES for bad in BAD_FILES]
+CASES += [
+    (["run", "{d}/trunc.so"], "trunc.so: truncated or malformed ELF file"),
+    (["time", "{d}/trunc.so"], "trunc.so: truncated or malformed ELF file"),
+    (["run", "{d}/nofile.so"], "no such file"),
+    (["sweep", "{d}/nofile.toml"], "nofile.toml: cannot read a sweep spec (.toml): No such file"),
+    (["compare", "--platform", "{d}"], "cannot read a platform .toml file: Is a directory"),
+    (["run", GEMV, "--arg", "{d}/nofile.npy"], "nofile.npy: cannot read"),
+    (["run", GEMV, "--arg", "{d}/arrays.npz.npy"], "not a NumPy array (.npy): a .npz archive"),
+]
+
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
@@ -134,6 +169,12 @@ def sources(tmp_path_factory):
     for name, text in SOURCES.items():
         (d / name).write_text(text)
     (d / "bin.s").write_bytes(b"f:\n  ret \xff\n")
+    for stem, data in BAD_FILES.items():
+        for suffix in (".s", ".so", ".toml", ".csv", ".npy", ".npz"):
+            (d / stem).with_suffix(suffix).write_bytes(data)
+    (d / "trunc.so").write_bytes(b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x03\x00\x3e\x00" + b"\xff" * 40)
+    np.savez(d / "arrays.npz", a=np.zeros(2))
+    (d / "arrays.npz").rename(d / "arrays.npz.npy")
     return d
 
 

@@ -88,3 +88,93 @@ def test_missing_file_and_bad_hex_are_one_line() -> None:
         proc = tsar(*args)
         assert proc.returncode == 1
         assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+# --- the variant-file option --isa FILE, before or after the command ---------------------------
+
+VARIANT = '[[config]]\nname = "c2s4-cli"\nc = 2\ns = 4\nacc_bits = 32\n'
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_isa_file_before_or_after_the_command(tmp_path: Path, where: str) -> None:
+    """`tsar --isa FILE run gemv ...` and `tsar run gemv ... --isa FILE` both register the file's
+    configuration (its kernels run; unknown without the file)."""
+    isa = tmp_path / "v.toml"
+    isa.write_text(VARIANT)
+    run = ["run", "gemv", "--kernel", "tsar-c2s4-cli-op", "--shape", "1x64x256"]
+    argv = ["--isa", str(isa), *run] if where == "before" else [*run, "--isa", str(isa)]
+    proc = tsar(*argv)
+    assert proc.returncode == 0, proc.stderr
+    assert "tsar-c2s4-cli-op: BitLinear 1 x 64 x 256" in proc.stdout and "bit-exact" in proc.stdout
+
+
+def test_isa_file_unknown_kernel_without_the_file(capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "gemv", "--kernel", "tsar-c2s4-cli-op", "--shape", "1x64x256"]) == 1
+    assert "unknown kernel 'tsar-c2s4-cli-op'" in capsys.readouterr().err
+
+
+def test_every_command_and_action_takes_isa() -> None:
+    """Each sub-parser (commands and their actions, e.g. rtl area) accepts --isa; the files of every
+    level are merged in command-line order, as the pre-parse that registers them finds them."""
+    import argparse
+
+    from tsar.cli.main import build_parser, isa_paths, preparse_isa_paths
+
+    def parsers(parser: argparse.ArgumentParser):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield child
+                    yield from parsers(child)
+
+    parser = build_parser()
+    found = list(parsers(parser))
+    assert len(found) > 15
+    missing = [p.prog for p in found if "--isa" not in p._option_string_actions]
+    assert not missing, missing
+    argv = ["--isa", "a.toml", "rtl", "--isa=b.toml", "area", "--isa", "c.toml", "--json"]
+    args = parser.parse_args(argv)
+    assert isa_paths(args) == preparse_isa_paths(argv) == ["a.toml", "b.toml", "c.toml"]
+    assert isa_paths(parser.parse_args(["isa"])) == preparse_isa_paths(["isa"]) == []
+
+
+def test_isa_abbreviated_after_the_command_is_loaded(tmp_path: Path) -> None:
+    """argparse takes `--is FILE` for --isa; the file is then read like any other."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[config]]\nname = "v"\nc = 9\ns = 4\n')
+    proc = tsar("isa", "--is", str(bad))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and f"{bad}:3:" in proc.stderr
+
+
+# --- bench-native's instruction set is --simd (not the variant-file --isa) ---------------------
+
+def test_bench_native_simd_choices_are_the_kernels() -> None:
+    from tsar.cli.commands.bench_native import SIMD_CHOICES
+    from tsar.kernels.baselines import ISAS
+
+    assert set(SIMD_CHOICES) == set(ISAS)
+
+
+def test_bench_native_simd(capsys: pytest.CaptureFixture) -> None:
+    from tsar.kernels.baselines import cpu_isa
+
+    if cpu_isa() not in ("avx2", "avx512"):
+        pytest.skip("the host runs neither AVX2 nor AVX-512 kernels")
+    rc = main(["bench-native", "--simd", "avx2", "--kernels", "i2s", "--shapes", "1x64x384", "--threads", "1",
+               "--where", "cache", "--repeats", "3", "--csv"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert [row.split(",")[1] for row in out.splitlines()[1:]] == ["avx2"]
+
+
+@pytest.mark.parametrize("value", ["avx2", "avx512", "auto"])
+def test_bench_native_old_isa_spelling_is_a_usage_error(value: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(["bench-native", "--isa", value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"tsar: error: --isa {value}: no such file") and f"--simd {value}" in err
+
+
+def test_bench_native_rejects_a_bad_simd() -> None:
+    proc = tsar("bench-native", "--simd", "sse2")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--simd: invalid choice" in proc.stderr

@@ -8,6 +8,7 @@ import argparse
 
 import numpy as np
 
+from tsar.common.files import load_arrays
 from tsar.errors import UserError
 
 ARG_SYNTAX = """\
@@ -51,7 +52,10 @@ class CallArg(argparse.Action):
 def parse_arg(spec: str, rng: np.random.Generator) -> object:
     """One --arg value: an int, a float, or a numpy array."""
     if spec.endswith(".npy"):
-        return np.load(spec)
+        array = load_arrays(spec, "a NumPy array (.npy)")
+        if isinstance(array, dict):
+            raise UserError(f"{spec}: not a NumPy array (.npy): a .npz archive")
+        return array
     try:
         return int(spec, 0)
     except ValueError:

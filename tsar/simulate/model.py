@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from tsar import console
+from tsar.common.files import load_arrays
 from tsar.errors import UserError
 from tsar.frames import Tabular
 from tsar.kernels import reference
@@ -98,7 +99,10 @@ def run_model(name: str, tokens: int = 1, *, kernel: str = "auto", engine: str =
         path = Path(weights)
         if not path.is_file():
             raise UserError(f"no weights file {path}")
-        store = dict(np.load(path))
+        loaded = load_arrays(path, "a weights archive (.npz)")
+        if not isinstance(loaded, dict):
+            raise UserError(f"{path}: not a weights archive (.npz): a single array")
+        store = loaded
     shapes = model.layer_shapes(tokens)
     for layer in range(count):  # a bad weights file fails before any kernel is chosen or run
         for shape in shapes:

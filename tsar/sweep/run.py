@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tsar import __version__
+from tsar.common.files import read_text
 from tsar.common.toolchain import cache_dir, write_atomic
 from tsar.errors import UserError
 from tsar.isa.config import TsarConfig, get_config
@@ -88,9 +89,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     """Read a sweep spec (module docstring); UserError naming the file and key on bad input."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+        raw = tomllib.loads(read_text(path, "a sweep spec (.toml)"))
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: {exc}") from None
     for key in raw:
@@ -287,15 +286,15 @@ def write_csv(rows: Sequence[dict], path: Path) -> None:
 def read_csv(path: Path) -> list[dict]:
     """Rows of a sweep CSV with numbers parsed (empty cells are None)."""
     import csv
+    import io
 
+    reader = csv.DictReader(io.StringIO(read_text(path, "a sweep table (.csv)"), newline=""))
     try:
-        with path.open(newline="") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or set(COLUMNS) - set(reader.fieldnames):
-                raise UserError(f"{path}: not a sweep table (expected columns {', '.join(COLUMNS)})")
-            rows = list(reader)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read: {exc.strerror}") from None
+        if reader.fieldnames is None or set(COLUMNS) - set(reader.fieldnames):
+            raise UserError(f"{path}: not a sweep table (expected columns {', '.join(COLUMNS)})")
+        rows = list(reader)
+    except csv.Error as exc:
+        raise UserError(f"{path}: not a sweep table ({exc})") from None
     for r in rows:
         for k, v in r.items():
             if v == "":

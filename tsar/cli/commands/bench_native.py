@@ -13,6 +13,10 @@ NAME = "bench-native"
 HELP = ("benchmark the native ternary baseline kernels (TL2, TL1, I2_S, dense int8, int2, 5-trit, "
         "TQ1_0, TQ2_0, IQ1_BN, IQ2_BN)")
 
+SIMD_CHOICES = ("auto", "avx2", "avx512")
+"""``--simd`` values: the keys of :data:`tsar.kernels.baselines.ISAS` (not imported here: that loads
+the native kernels)."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", default="all",
@@ -22,8 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--where", default="cache,dram", help="cache, dram or both (default both)")
     parser.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50)")
-    parser.add_argument("--isa", default="auto", choices=["auto", "avx2", "avx512"],
-                        help="kernel variants: auto (the best the CPU runs, default), avx2, avx512")
+    parser.add_argument("--simd", default="auto", choices=SIMD_CHOICES,
+                        help="the kernels' instruction set: auto (the best the CPU runs, default), avx2, "
+                             "avx512 (the global --isa FILE registers T-SAR variants instead)")
     parser.add_argument("--quick", action="store_true", help="one layer, fewer repeats")
     parser.add_argument("--json", action="store_true", help="print the results as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="print the results as CSV")
@@ -61,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         cases = [c for c in bench.default_cases(kernels, threads, args.quick) if c.where in where]
     repeats = min(args.repeats, 10) if args.quick else args.repeats
     try:
-        bw, results = bench.run(cases, repeats, args.isa, console.progress)
+        bw, results = bench.run(cases, repeats, args.simd, console.progress)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     peaks = bench.int8_peaks(results)

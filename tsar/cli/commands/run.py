@@ -10,6 +10,7 @@ import numpy as np
 from tsar import console
 from tsar.cli.argtypes import non_negative_int, positive_float, positive_int, seed
 from tsar.cli.guest_args import ARG_SYNTAX, CallArg, parse_arg
+from tsar.common.files import read_text
 from tsar.errors import UserError
 
 NAME = "run"
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         machine = create_machine(max_instructions=args.max_instructions, timeout=args.timeout)
     if path.suffix == ".s":
-        symbols = machine.load_asm(path.read_text(), filename=str(path))
+        symbols = machine.load_asm(read_text(path, "an assembly source (.s)"), filename=str(path))
     else:
         symbols = machine.load_elf(path)
     fn = args.fn or next(iter(symbols), None)

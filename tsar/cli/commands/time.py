@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from tsar.cli.guest_args import CallArg, parse_arg
+from tsar.common.files import read_bytes, read_text
 from tsar.errors import UserError
 
 NAME = "time"
@@ -45,13 +46,13 @@ def _load(machine, path: Path, fn: str | None) -> tuple[str, bytes, int]:
     from tsar.sim.elf import load_elf_image
 
     if path.suffix == ".s":
-        program = assemble(path.read_text(), base=0, filename=str(path))
+        program = assemble(read_text(path, "an assembly source (.s)"), base=0, filename=str(path))
         labels = machine.load_program(program)
         name = fn or next(iter(program.symbols), None)
         if name is None or name not in labels:
             raise UserError(f"{path}: no function {name or ''} found".replace("  ", " "))
         return name, program.code, labels[name] - program.symbols[name]
-    image = load_elf_image(path.read_bytes(), path.name)
+    image = load_elf_image(read_bytes(path, "a shared object (.so)"), path.name)
     symbols = machine.load_elf(path)
     name = fn or next(iter(image.symbols), None)
     if name is None or name not in symbols:
