@@ -132,6 +132,14 @@ MODELS["falcon3-10b"] = ModelConfig(
     "falcon3-10b", 3072, 23040, 40, 12, kv_heads=4, head_dim=256,
     source="Falcon3-10B config (Falcon3-10B-Instruct-1.58bit); head_dim 256 = 3072 / 12")
 
+BITNET_2B = MODELS["bitnet-b1.58-2b-4t"]
+"""BitNet b1.58 2B4T: the model whose layers the benchmarks, the validation and the report time."""
+
+BITNET_2B_LAYERS: tuple[tuple[int, int], ...] = tuple(
+    (shape.m, shape.k) for shape in BITNET_2B.layer_shapes() if shape.name in ("o", "gate", "down"))
+"""BitNet-2B's distinct projection shapes as ``(M, K)``: the O projection (square, standing for QKV
+too), gate/up and down (``((2560, 2560), (6912, 2560), (2560, 6912))``)."""
+
 PAPER_MODELS = tuple(_BITNET)
 """The 125M..100B sweep of the T-SAR paper's end-to-end results (Fig. 8)."""
 

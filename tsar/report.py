@@ -25,12 +25,11 @@ from tsar.compare import Comparison, compare
 from tsar.console import Steps, detail
 from tsar.estimate.layer import modelled, platform_named
 from tsar.estimate.model import ModelEstimate, evaluate
-from tsar.models import PREFILL_TOKENS
+from tsar.models import BITNET_2B, BITNET_2B_LAYERS, PREFILL_TOKENS
 from tsar.sim.platforms import PLATFORM_NAMES, SHIPPED
 from tsar.simulate.counts import simulated_counts
 
-LAYERS_2B = ((2560, 2560), (6912, 2560), (2560, 6912))  # (M, K): O/QKV-like, gate/up, down
-REPORT_MODELS = ("bitnet-b1.58-2b-4t", "llama3-8b", "falcon3-10b")
+REPORT_MODELS = (BITNET_2B.name, "llama3-8b", "falcon3-10b")
 
 
 @dataclass
@@ -196,7 +195,7 @@ def area_plot(rows: list) -> plt.Figure:
 def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
             with_area: bool = True) -> ReportData:
     say = progress or (lambda _m: None)
-    total = 2 * len(LAYERS_2B) * len(PLATFORM_NAMES) + len(REPORT_MODELS) * len(SHIPPED) + with_area
+    total = 2 * len(BITNET_2B_LAYERS) * len(PLATFORM_NAMES) + len(REPORT_MODELS) * len(SHIPPED) + with_area
     step = Steps(total, say)
     inner = detail  # the steps inside each comparison: with -v
 
@@ -205,14 +204,14 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
              f"({'measured natives' if platform == 'host' else 'modelled'})")
         return compare(n, m, k, platform, progress=inner, **options)
 
-    host_layers = [layer("host", m, k, repeats=repeats) for m, k in LAYERS_2B]
+    host_layers = [layer("host", m, k, repeats=repeats) for m, k in BITNET_2B_LAYERS]
     platform_layers = {"host": host_layers}
     for name in SHIPPED:
-        platform_layers[name] = [layer(name, m, k, threads=1) for m, k in LAYERS_2B]
+        platform_layers[name] = [layer(name, m, k, threads=1) for m, k in BITNET_2B_LAYERS]
     platform_gemm = {"host": [layer("host", m, k, PREFILL_TOKENS, repeats=max(3, repeats // 4))
-                              for m, k in LAYERS_2B]}
+                              for m, k in BITNET_2B_LAYERS]}
     for name in SHIPPED:
-        platform_gemm[name] = [layer(name, m, k, PREFILL_TOKENS, threads=1) for m, k in LAYERS_2B]
+        platform_gemm[name] = [layer(name, m, k, PREFILL_TOKENS, threads=1) for m, k in BITNET_2B_LAYERS]
     models = []
     for model in REPORT_MODELS:
         for name in SHIPPED:

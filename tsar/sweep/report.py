@@ -11,7 +11,10 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-PAPER_VARIANTS = ("c2s4", "c4s4")
+from tsar.isa.config import PAPER_CONFIGS
+from tsar.models import PREFILL_TOKENS
+
+PAPER_VARIANTS = tuple(cfg.name for cfg in PAPER_CONFIGS)
 
 
 def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -69,8 +72,8 @@ def _plot(key: tuple[str, str, int], variants: dict[str, dict[str, dict]]) -> st
         ax.scatter([tl2[0]], [tl2[1]], marker="^", color="C3", zorder=3)
         ax.annotate("TL2", tl2, textcoords="offset points", xytext=(4, -10), fontsize=7, color="C3")
     platform, model, threads = key
-    ax.set(xlabel="prefill latency, 128 tokens (s, modelled)", ylabel="decode tokens/s (modelled)",
-           title=f"{platform}, {model}, {threads} threads")
+    ax.set(xlabel=f"prefill latency, {PREFILL_TOKENS} tokens (s, modelled)",
+           ylabel="decode tokens/s (modelled)", title=f"{platform}, {model}, {threads} threads")
     ax.grid(alpha=0.3)
     buf = io.BytesIO()
     fig.tight_layout()

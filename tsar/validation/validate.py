@@ -18,10 +18,10 @@ weights' lines are evicted before the counted pass, so they come from DRAM.
 (the estimator ``compare`` uses; DRAM variant: a weight footprint of twice the last-level cache),
 measured by running their proxy code on the host.
 
-**GEMM** (``GEMM_TOKENS`` = 128 tokens, weights cache-resident): the natives' token-blocked GEMM
-entries of the same library and the token-blocked T-SAR dataflows (``TSAR_GEMM_KERNELS``, through
-the proxy), both modelled by :func:`tsar.estimate.layer.modelled` from one simulated block of tokens,
-as ``compare`` does.
+**GEMM** (``GEMM_TOKENS`` = :data:`~tsar.models.PREFILL_TOKENS` = 128 tokens, weights
+cache-resident): the natives' token-blocked GEMM entries of the same library and the token-blocked
+T-SAR dataflows (``TSAR_GEMM_KERNELS``, through the proxy), both modelled by
+:func:`tsar.estimate.layer.modelled` from one simulated block of tokens, as ``compare`` does.
 
 Measurement: every case's calls are timed alternately with all the other cases', round after round
 (:func:`tsar.estimate.host.interleaved`), so that a disturbance from other processes falls on every
@@ -50,30 +50,32 @@ import numpy as np
 
 from tsar.console import Steps
 from tsar.frames import Tabular
+from tsar.isa.config import PAPER_CONFIGS
 from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED
+from tsar.kernels.tsar_plan import KERNEL_PREFIX, kernel_name, parse_kernel_name
+from tsar.models import BITNET_2B_LAYERS, PREFILL_TOKENS
 from tsar.sim.timing.predict import Prediction, cache_traffic, predict
 
 if TYPE_CHECKING:
     from tsar.sim.platforms import Platform
 
 KERNELS = SIMULATED
-FULL_SHAPES = ((2560, 2560), (6912, 2560), (2560, 6912))
+FULL_SHAPES = BITNET_2B_LAYERS
 """(M, K): outputs x inputs, one token: BitNet-2B's QKV/O, gate/up and down projections."""
-TSAR_KERNELS = ("tsar-c2s4-op", "tsar-c4s4-op", "tsar-c2s4-ap-min", "tsar-c4s4-ap-min")
-"""T-SAR kernels validated through the proxy engine."""
+TSAR_KERNELS = tuple(kernel_name(cfg, flow) for flow in ("op", "ap-min") for cfg in PAPER_CONFIGS)
+"""T-SAR kernels validated through the proxy engine (``tsar-c2s4-op``, ``tsar-c4s4-op``,
+``tsar-c2s4-ap-min``, ``tsar-c4s4-ap-min``)."""
 TINY_SHAPES = ((64, 384),)
-GEMM_TOKENS = 128
-TSAR_GEMM_KERNELS = ("tsar-c2s4-ap-tokens", "tsar-c4s4-ap-tokens")
+GEMM_TOKENS = PREFILL_TOKENS
+TSAR_GEMM_KERNELS = tuple(kernel_name(cfg, "ap-tokens") for cfg in PAPER_CONFIGS)
 """Token-blocked T-SAR dataflows validated on GEMM through the proxy engine."""
 DATA = ("cache", "DRAM", "GEMM")
 
 
 def family_of(kernel: str) -> str:
     """Kernel family: the native kernel's name, or ``tsar-<config>`` for every T-SAR dataflow."""
-    if kernel.startswith("tsar-"):
-        from tsar.kernels.tsar_plan import parse_kernel_name
-
-        return f"tsar-{parse_kernel_name(kernel)[0].name}"
+    if kernel.startswith(KERNEL_PREFIX):
+        return f"{KERNEL_PREFIX}{parse_kernel_name(kernel)[0].name}"
     return kernel
 
 
@@ -343,7 +345,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
         for name in (*gemm_kernels, *tsar_gemm_kernels):
             step(f"{platform.name}: modelling {name} GEMM {gemm_tokens} x {M} x {K}")
             c = counts_for(name, gemm_tokens, M, K)
-            if name.startswith("tsar-"):
+            if name.startswith(KERNEL_PREFIX):
                 prox = ProxyKernel(name, gemm_tokens, M, K)
                 timer, wbytes = prox.timer(), prox.weight_bytes
             else:

@@ -10,9 +10,12 @@ import numpy as np
 
 from tsar.cli.argtypes import positive_int
 from tsar.errors import UserError
+from tsar.isa.config import C2S4
+from tsar.kernels.tsar_plan import kernel_name
 
 NAME = "bench-sim"
 HELP = "measure the simulator's speed (simulated instructions/s) on T-SAR and AVX2 kernels"
+DEFAULT_KERNEL = kernel_name(C2S4, "op")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="length of the AVX2 int8 dot product (default 65536)")
     parser.add_argument("--m", type=positive_int, default=2560,
                         help="output features M of the BitLinear kernel (default 2560; K is --k)")
-    parser.add_argument("--kernel", default="tsar-c2s4-op",
-                        help="generated T-SAR BitLinear kernel, 1 token (default tsar-c2s4-op)")
+    parser.add_argument("--kernel", default=DEFAULT_KERNEL,
+                        help=f"generated T-SAR BitLinear kernel, 1 token (default {DEFAULT_KERNEL})")
     parser.add_argument("--repeat", type=positive_int, default=3,
                         help="timed calls per kernel (best is kept)")
     parser.add_argument("--engine", choices=["python", "native", "both"], default="both",

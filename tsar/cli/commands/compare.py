@@ -7,6 +7,7 @@ import os
 
 from tsar import console
 from tsar.cli.argtypes import positive_int
+from tsar.cli.shapes import DEFAULT_SHAPE
 from tsar.errors import UserError
 from tsar.sim.platforms import PLATFORM_NAMES
 
@@ -16,7 +17,7 @@ HELP = ("compare T-SAR kernels with native TL2 and other baselines on a layer an
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shape", help="N x M x K (default 1x2560x2560)")
+    parser.add_argument("--shape", help=f"N x M x K (default {DEFAULT_SHAPE})")
     parser.add_argument("--platform", default="host",
                         help=f"{', '.join(PLATFORM_NAMES)}, or a platform .toml file (default host)")
     parser.add_argument("--threads", type=positive_int,
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from tsar.compare import compare
 
-    n, m, k = parse_shape(args.shape or "1x2560x2560")
+    n, m, k = parse_shape(args.shape or DEFAULT_SHAPE)
     result = compare(n, m, k, args.platform, threads=args.threads or 1, repeats=args.repeats,
                      progress=progress)
     if args.csv:

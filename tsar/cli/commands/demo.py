@@ -15,16 +15,21 @@ import numpy as np
 
 from tsar import console
 from tsar.cli.argtypes import positive_int, seed
+from tsar.cli.shapes import DEFAULT_SHAPE
+from tsar.isa.config import PAPER_CONFIGS
+from tsar.kernels.tsar_plan import kernel_name
 from tsar.sim.platforms import SHIPPED
 
 NAME = "demo"
 HELP = "run the whole T-SAR pipeline on a BitNet-2B layer (the README's main command)"
 
-DEMO_KERNELS = ("tsar-c2s4-op", "tsar-c4s4-op")
+DEMO_KERNELS = tuple(kernel_name(cfg, "op") for cfg in PAPER_CONFIGS)
+"""The output-persistent kernels of the paper's two AVX2 configurations (``tsar-c2s4-op``,
+``tsar-c4s4-op``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shape", default="1x2560x2560",
+    parser.add_argument("--shape", default=DEFAULT_SHAPE,
                         help="N x M x K of the layer (default: BitNet-2B attention projection)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the random layer")
     parser.add_argument("--repeats", type=positive_int, default=30, help="native timing repeats (median)")

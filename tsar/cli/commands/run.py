@@ -10,6 +10,7 @@ import numpy as np
 from tsar import console
 from tsar.cli.argtypes import non_negative_int, positive_float, positive_int, seed
 from tsar.cli.guest_args import ARG_SYNTAX, CallArg, parse_arg
+from tsar.cli.shapes import DEFAULT_SHAPE
 from tsar.common.files import read_text
 from tsar.errors import UserError
 
@@ -39,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", action="store_true", help="model mode: print the per-matrix table as CSV")
     parser.add_argument("--kernel", default="auto",
                         help="gemv/gemm: tsar-<c2s4|c4s4>-<ap-min|ap-max|op>, or auto (default)")
-    parser.add_argument("--shape", default="1x2560x2560", help="gemv/gemm: N x M x K (default 1x2560x2560)")
+    parser.add_argument("--shape", default=DEFAULT_SHAPE,
+                        help=f"gemv/gemm: N x M x K (default {DEFAULT_SHAPE})")
     parser.add_argument("--fn", help="function (label / symbol) to call; default: the first label")
     parser.add_argument("--arg", action=CallArg, metavar="SPEC", help="an argument (syntax below)")
     parser.add_argument("--out", action=CallArg, metavar="DTYPE:SHAPE",

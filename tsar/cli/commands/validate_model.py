@@ -9,11 +9,12 @@ from tsar import console
 from tsar.cli.argtypes import positive_float, positive_int
 from tsar.errors import UserError
 from tsar.kernels.registry import SIMULATED
+from tsar.models import BITNET_2B_LAYERS, PREFILL_TOKENS
 
 NAME = "validate-model"
 HELP = ("model the native AVX2 cores (TL2, TL1, I2_S, int2) and T-SAR kernels on this host and compare "
         "with measurements (natives natively, T-SAR through the proxy engine): GEMV with cache- and "
-        "DRAM-resident weights, GEMM at 128 tokens; keeps the error per kernel family")
+        f"DRAM-resident weights, GEMM at {PREFILL_TOKENS} tokens; keeps the error per kernel family")
 
 
 def _shape(text: str) -> tuple[int, int]:
@@ -24,17 +25,21 @@ def _shape(text: str) -> tuple[int, int]:
     return m, k
 
 
+_DEFAULT_SHAPES = [f"{m}x{k}" for m, k in BITNET_2B_LAYERS]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", action="append", choices=SIMULATED,
                         help="kernel to validate (repeatable; default all four)")
     parser.add_argument("--shape", action="append", type=_shape, metavar="MxK",
-                        help="layer shape M x K (repeatable; default 2560x2560, 6912x2560 and "
-                             "2560x6912)")
+                        help=f"layer shape M x K (repeatable; default {', '.join(_DEFAULT_SHAPES[:-1])} and "
+                             f"{_DEFAULT_SHAPES[-1]})")
     parser.add_argument("--tiny", action="store_true", help="one small shape (64x384), seconds")
     parser.add_argument("--no-dram", action="store_true", help="skip the DRAM-resident variant")
     parser.add_argument("--no-proxy", action="store_true",
                         help="skip the T-SAR kernels timed through the proxy engine")
-    parser.add_argument("--no-gemm", action="store_true", help="skip the GEMM (128 tokens) cases")
+    parser.add_argument("--no-gemm", action="store_true",
+                        help=f"skip the GEMM ({PREFILL_TOKENS} tokens) cases")
     parser.add_argument("--calls", type=positive_int, default=20,
                         help="timed calls per case and round (GEMM: a tenth; default 20)")
     parser.add_argument("--rounds", type=positive_int, default=7,
