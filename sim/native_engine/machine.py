@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tsar.isa.assembler import Program, assemble
-from tsar.isa.config import TsarConfig
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.isa.stream import decode_one, decode_stream
 from tsar.sim.elf import load_elf_image
 from tsar.sim.engine import call_options, engine_options, refuse_options
@@ -109,7 +109,7 @@ class NativeMachine:
         self.stub_top = code_size
         self.data = _Arena(data_size, executable=False)
         self.control = _Arena(PAGE * 64, executable=False)  # register image, counters, fault record
-        self.image = self.control.alloc(16 * REGISTER_BYTES)
+        self.image = self.control.alloc(VECTOR_REGISTERS * REGISTER_BYTES)
         self.fault_record = self.control.alloc(8 * RECORD_WORDS)
         self.current_site = self.control.alloc(8, 8)  # the site whose helper runs, else 0
         self.timeout, self.in_process = timeout, in_process

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tsar.common.toolchain import build_shared, cache_dir, write_atomic
-from tsar.isa.config import TsarConfig
-from tsar.isa.semantics import _tables, tlut_matrix
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.semantics import fast_tables, tlut_matrix
 from tsar.sim.compile import DEFAULT_FLAGS
 from tsar.sim.x86.state import REGISTER_BYTES
 
@@ -162,9 +162,9 @@ def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
     windows = -(-k // 16)
     rb = cfg.register_bytes
     # k > register_bytes (no architectural register form; the Python engine refuses it): the
-    # following registers' low bytes, wrapping at ymm15 so that the image is never overrun
+    # following registers' low bytes, wrapping at the last register so that the image is never overrun
     lines = [f"    const uint8_t *a{i} = src_reg < 0 ? (const uint8_t *)act + {i * rb} : "
-             f"regs + {REGISTER_BYTES} * ((src_reg + {i}) & 15);" for i in range(-(-k // rb))]
+             f"regs + {REGISTER_BYTES} * ((src_reg + {i}) % {VECTOR_REGISTERS});" for i in range(-(-k // rb))]
     for h in range(windows):
         chunk, offset = divmod(16 * h, rb)
         lo, hi = _load_u64s(f"a{chunk}", offset, min(16, k - 16 * h))
@@ -358,7 +358,7 @@ def _tgemv_scalar_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
 def helper_source(cfg: TsarConfig) -> str:
     """C source of ``cfg``'s TLUT and TGEMV helpers (see the module docstring). Raises
     ValueError for configurations the golden semantics do not implement."""
-    _tables(cfg)  # refuses lut_bits / acc_bits other than 16, like the golden semantics
+    fast_tables(cfg)  # refuses lut_bits / acc_bits other than 16, like the golden semantics
     vec = _VEC[cfg.vector_bits]
     tlut, tgemv = helper_symbols(cfg)
     fast = _tgemv_fast(cfg)

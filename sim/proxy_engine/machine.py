@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 from tsar.isa import codec, syntax
 from tsar.isa.assembler import Program, assemble, strip_comment
-from tsar.isa.config import TsarConfig
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.isa.instructions import Kind, by_mnemonic
 from tsar.isa.operands import Memory, Register
 from tsar.sim.errors import SimulationError
@@ -50,7 +50,6 @@ from tsar.sim.native_engine.machine import NativeMachine
 from tsar.sim.uarch.tsar_ops import issue_cycles
 
 PROXY_UOP = "vpmaddwd"
-VECTOR_REGISTERS = 16
 _LABEL_RE = re.compile(r"^\s*((?:[A-Za-z_.$][\w.$@?]*\s*:(?!:)\s*)*)(.*)$")
 _VREG_RE = re.compile(r"\b[xyz]mm(\d+)\b", re.IGNORECASE)
 _BROADCAST = {1: ("vpbroadcastb", "byte"), 2: ("vpbroadcastw", "word"), 4: ("vpbroadcastd", "dword"),

@@ -21,6 +21,7 @@ import unicorn
 import unicorn.x86_const as X
 
 from tsar.isa.assembler import Program, assemble
+from tsar.isa.config import VECTOR_REGISTERS
 from tsar.sim.elf import load_elf_image
 from tsar.sim.engine import call_options, engine_options, refuse_options
 from tsar.sim.errors import GuestFault, SimulationError
@@ -30,7 +31,7 @@ from tsar.sim.python_engine.ucfast import GPR_IDS, XMM_IDS, Hooks, RegBatch, emu
 from tsar.sim.stats import MemoryTrace, Stats
 from tsar.sim.x86 import flags as fl
 from tsar.sim.x86.decode import decode, is_vex
-from tsar.sim.x86.state import GPR_NAMES, MASK64, CpuState
+from tsar.sim.x86.state import GPR_NAMES, MASK64, REGISTER_BYTES, CpuState
 
 _PERMS = {"rx": unicorn.UC_PROT_READ | unicorn.UC_PROT_EXEC,
           "rw": unicorn.UC_PROT_READ | unicorn.UC_PROT_WRITE}
@@ -112,7 +113,7 @@ class PythonMachine:
         self._hooks = Hooks(self.uc)
         self._gregs = RegBatch(self.uc, (*GPR_IDS, X.UC_X86_REG_EFLAGS))
         row = self.st.ymm.ctypes.data
-        self._xregs = RegBatch(self.uc, XMM_IDS, [row + 32 * i for i in range(16)])
+        self._xregs = RegBatch(self.uc, XMM_IDS, [row + REGISTER_BYTES * i for i in range(VECTOR_REGISTERS)])
         self._hooked: set[int] = set()
         self._ublocks: dict[tuple[int, int], _UBlock] = {}
         self._error: BaseException | None = None
