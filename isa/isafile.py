@@ -36,8 +36,8 @@ FIELDS = {f.name: f.type for f in fields(TsarConfig)}
 """Keys a ``[[config]]`` table may hold (the configuration's fields)."""
 REQUIRED = ("name", "c", "s")
 _TABLE_RE = re.compile(r"^[ \t]*\[\[[ \t]*config[ \t]*\]\]", re.M)
-_INT_FIELDS = ("c", "s", "vector_bits", "slot", "lut_bits", "acc_bits")
-_STR_FIELDS = ("name", "lut_layout", "weight_code")
+_INT_FIELDS = tuple(name for name, kind in FIELDS.items() if kind in (int, "int"))
+_STR_FIELDS = tuple(name for name, kind in FIELDS.items() if kind in (str, "str"))
 
 
 class IsaFileError(UserError):

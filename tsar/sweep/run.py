@@ -29,7 +29,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from tsar import __version__
@@ -48,9 +48,12 @@ except ModuleNotFoundError:  # Python 3.10
 
 PHASES = ("decode", "prefill")
 SPEC_KEYS = ("isa", "variants", "flows", "models", "platforms", "threads", "phases")
-COLUMNS = ("variant", "c", "s", "vector_bits", "lut_layout", "acc_bits", "weight_code", "bits_per_weight",
-           "model", "platform", "threads", "phase", "tsar_kernel", "tsar", "tl2", "unit", "speedup",
-           "area_nand2", "area_overhead_pct")
+DESIGN_COLUMNS = tuple(f.name for f in fields(TsarConfig) if f.name not in ("name", "slot"))
+"""A variant's design point: its configuration's fields but the name (the ``variant`` column) and
+the encoding slot (which changes no result)."""
+COLUMNS = ("variant", *DESIGN_COLUMNS, "bits_per_weight", "model", "platform", "threads", "phase",
+           "tsar_kernel", "tsar", "tl2", "unit", "speedup", "area_nand2", "area_overhead_pct")
+_INT_COLUMNS = (*(f.name for f in fields(TsarConfig) if f.type in (int, "int")), "threads")
 """The tidy table's columns: one row per (variant, model, platform, threads, phase). ``tsar`` and
 ``tl2``: decode tokens/s or prefill seconds (128 tokens), per ``unit``; ``speedup`` > 1 when T-SAR
 wins; ``area_*`` empty when the RTL does not implement the variant."""
@@ -155,10 +158,11 @@ def jobs(spec: SweepSpec) -> list[Job]:
 
 def job_key(job: Job) -> str:
     """Content hash of what a job's result depends on: the variant's definition, its kernels, the
-    model, the platform's description, threads and the project version."""
+    model, the platform's description, threads, the project version and the table's columns."""
     platform = hashlib.sha256(repr(job.described).encode()).hexdigest()[:16]
     text = json.dumps({"definition": dict(job.definition), "kernels": job.kernels, "model": job.model,
-                       "platform": platform, "threads": job.threads, "version": __version__},
+                       "platform": platform, "threads": job.threads, "version": __version__,
+                       "columns": COLUMNS},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -171,8 +175,7 @@ def run_job(job: Job) -> list[dict]:
 
     est = evaluate(job.model, job.described, threads=job.threads or None, tsar_kernels=job.kernels)
     cfg = TsarConfig(**dict(job.definition))
-    base = {"variant": cfg.name, "c": cfg.c, "s": cfg.s, "vector_bits": cfg.vector_bits,
-            "lut_layout": cfg.lut_layout, "acc_bits": cfg.acc_bits, "weight_code": cfg.weight_code,
+    base = {"variant": cfg.name, **{k: getattr(cfg, k) for k in DESIGN_COLUMNS},
             "bits_per_weight": cfg.bits_per_weight, "model": job.model, "platform": job.platform,
             "threads": est.threads}
     decode_kernels = sorted({e.tsar_kernel for e in est.per_layer})
@@ -299,7 +302,7 @@ def read_csv(path: Path) -> list[dict]:
         for k, v in r.items():
             if v == "":
                 r[k] = None
-            elif k in ("c", "s", "vector_bits", "acc_bits", "threads"):
+            elif k in _INT_COLUMNS:
                 r[k] = int(v)
             elif k in ("bits_per_weight", "tsar", "tl2", "speedup", "area_nand2", "area_overhead_pct"):
                 r[k] = float(v)

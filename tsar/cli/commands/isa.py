@@ -30,13 +30,11 @@ def run(args: argparse.Namespace) -> int:
         from tsar.jsonout import emit
 
         emit("isa", instructions=reference.table_rows(),
-             configurations=[{"name": c.name, "c": c.c, "s": c.s, "vector_bits": c.vector_bits,
+             configurations=[{**{k: v for k, v in c.definition().items() if k != "slot"},
                               "k": c.k, "m": c.m, "group_regs": c.group_regs,
                               "weight_bytes": c.weight_bytes, "tlut": c.tlut_mnemonic,
                               "tgemv": c.tgemv_mnemonic, "tlut_uops": c.tlut_uops,
-                              "tgemv_uops": c.tgemv_uops, "lut_layout": c.lut_layout,
-                              "lut_bits": c.lut_bits, "acc_bits": c.acc_bits,
-                              "weight_code": c.weight_code} for c in configs()])
+                              "tgemv_uops": c.tgemv_uops} for c in configs()])
         return 0
     if args.markdown is None:
         print(reference.text_table())
