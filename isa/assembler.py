@@ -302,7 +302,7 @@ def _symbols(inst: codec.TsarInstruction) -> Iterable[str]:
 
 # --- keystone ------------------------------------------------------------------------------------
 
-def _radix_free(body: str) -> str:
+def radix_free(body: str) -> str:
     """``body`` with every integer literal (decimal, ``0x``, ``0b``, ``...h``) written as ``0x`` hex.
 
     keystone 0.9.2 leaves its lexer's default radix uninitialised unless an option is set, so a bare
@@ -330,7 +330,7 @@ def _keystone_source(statements: list[_Statement], tsar_bytes) -> str:
         if st.tsar is not None:
             lines.append(".byte " + ", ".join(f"{b:#04x}" for b in tsar_bytes(st)))
         elif st.body:
-            lines.append(_radix_free(st.body))
+            lines.append(radix_free(st.body))
     lines.append(f"{_END_MARK}:")
     marks = [_LINE_MARK.format(i) for i in range(len(statements))] + [_END_MARK]
     names = marks + [name for st in statements for name in st.labels]
@@ -345,7 +345,7 @@ def _addresses(table: bytes, n_lines: int, labels: list[str]) -> list[int]:
 
 
 def _keystone() -> Ks:
-    """A keystone engine for x86-64 Intel syntax with a defined radix (16; see :func:`_radix_free`)."""
+    """A keystone engine for x86-64 Intel syntax with a defined radix (16; see :func:`radix_free`)."""
     ks = Ks(KS_ARCH_X86, KS_MODE_64)
     ks.syntax = KS_OPT_SYNTAX_INTEL
     return ks
@@ -355,7 +355,7 @@ def keystone_code(text: str, base: int = 0) -> bytes:
     """Machine code of plain x86-64 Intel-syntax ``text`` (no T-SAR statements, no diagnostics)
     at address ``base``, through keystone with a defined radix: for code that the project itself
     generates (stubs, probes). Raises :class:`keystone.KsError` on bad text."""
-    encoding, _ = _keystone().asm(_radix_free(text), base)
+    encoding, _ = _keystone().asm(radix_free(text), base)
     return bytes(encoding or b"")
 
 
@@ -375,7 +375,7 @@ def _locate_keystone_error(exc: KsError, statements: list[_Statement], filename:
         defined = {name for st in statements[:n] for name in st.labels}
         text = "\n".join(
             [f"{name}:" for st in statements[:n] for name in st.labels] +
-            [_radix_free(st.body) for st in statements[:n] if st.body and st.tsar is None] +
+            [radix_free(st.body) for st in statements[:n] if st.body and st.tsar is None] +
             ["nop"] + [f"{name}:" for name in labels if name not in defined]
         )
         try:

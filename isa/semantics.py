@@ -37,7 +37,7 @@ def _pattern_bits(c: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Tables:
+class FastTables:
     """Per-configuration constants of the fast paths (built once per :class:`TsarConfig`).
 
     TLUT is one matrix product: ``words = act @ tlut_matrix``. TGEMV splits the weight operand
@@ -75,7 +75,7 @@ def tlut_matrix(cfg: TsarConfig) -> np.ndarray:
 
 
 @cache
-def _tables(cfg: TsarConfig) -> _Tables:
+def fast_tables(cfg: TsarConfig) -> FastTables:
     if cfg.lut_bits != 16:
         raise ValueError(f"{cfg.name}: the golden semantics implement int16 LUT entries, not "
                          f"lut_bits={cfg.lut_bits}")
@@ -98,7 +98,7 @@ def _tables(cfg: TsarConfig) -> _Tables:
     symbols = cfg.weight_bits // symbol_bits
     offset = (np.arange(symbols) % period * values.size).astype(np.intp)
     sign = np.tile(np.array([coef for _, _, coef in terms], cfg.acc_dtype), s)
-    return _Tables(matrix, matrix.astype(np.float32), byte_symbols, offset,
+    return FastTables(matrix, matrix.astype(np.float32), byte_symbols, offset,
                    gather.reshape(period * values.size, -1), sign, (cfg.m,), (cfg.group_words,),
                    (cfg.weight_bytes,), (cfg.m, len(terms) * s))
 
@@ -123,7 +123,7 @@ def tlut(cfg: TsarConfig, activations: np.ndarray) -> np.ndarray:
     act = np.asarray(activations)
     if act.shape[-1:] != (cfg.k,):
         raise ValueError(f"{cfg.tlut_mnemonic}: expected (..., {cfg.k}) activations, got {act.shape}")
-    tab = _tables(cfg)
+    tab = fast_tables(cfg)
     if act.dtype == np.int8:  # |word| <= c * 128 <= 512: exact in float32 (and a BLAS product)
         return np.dot(act.astype(np.float32), tab.tlut_float).astype(np.int16)
     return np.matmul(_int16(act), tab.tlut_matrix)  # int16 products wrap like the int32 sums
@@ -160,7 +160,7 @@ def tgemv(cfg: TsarConfig, acc: np.ndarray, group: np.ndarray, operand: np.ndarr
     ``acc``: ``(..., m)`` ``cfg.acc_dtype``; ``group``: ``(..., group_words)`` int16 words as TLUT
     wrote them; ``operand``: ``(..., weight_bytes)`` uint8. Returns the new ``(..., m)`` accumulator.
     """
-    tab = _tables(cfg)
+    tab = fast_tables(cfg)
     acc = np.asarray(acc)
     group = np.asarray(group)
     if acc.shape[-1:] != tab.acc_shape:

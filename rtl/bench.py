@@ -131,7 +131,8 @@ class CompiledDriver:
         return [b - a for a, b in pairwise(taken)]
 
 
-def _run_to_completion(coro) -> None:
+def run_to_completion(coro) -> None:
+    """Run a compiled-backend testbench coroutine, which never suspends, to its end."""
     try:
         coro.send(None)
     except StopIteration:
@@ -148,7 +149,7 @@ def simulate(unit: VectorUnit, bench: Callable, vcd: str | None = None, backend:
     if backend == "verilator":
         if vcd:
             raise ValueError("waveforms come from the Python simulator (backend='python')")
-        _run_to_completion(bench(CompiledDriver(unit)))
+        run_to_completion(bench(CompiledDriver(unit)))
         return
     sim = Simulator(unit)
     sim.add_clock(1e-9)

@@ -196,7 +196,7 @@ def run_stream(netlist_gz: str, design: str, vector_bits: int, configs: Sequence
     and return its activity; transitions are counted from the first issue to the drain."""
     import numpy as np
 
-    from tsar.rtl.bench import CompiledDriver, _run_to_completion
+    from tsar.rtl.bench import CompiledDriver, run_to_completion
     from tsar.rtl.unit import VectorUnit
     from tsar.rtl.verilator import CompiledModel
 
@@ -223,7 +223,7 @@ def run_stream(netlist_gz: str, design: str, vector_bits: int, configs: Sequence
             await drv.issue(instr)
         await drv.drain()
 
-    _run_to_completion(bench())
+    run_to_completion(bench())
     return gate.activity(drv.model, design, workload, drv.cycle - start, macs_of(program, vector_bits))
 
 

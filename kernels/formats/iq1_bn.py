@@ -7,7 +7,7 @@ Layout (from ikawrakow/ik_llama.cpp ``ggml/src/ggml-common.h``, ``block_iq1_bn``
 
     bytes 0..1         the row scale: fp16, little endian (the row's max |weight|; 0 for an all-zero row)
     then K/64 blocks of 13 bytes. Codes are c = w + 1 (0, 1, 2); a byte holds up to five trits as
-    ``ceil(256 * v / 243)`` with ``v`` their base-3 value (see :mod:`._base3`). In block b, with
+    ``ceil(256 * v / 243)`` with ``v`` their base-3 value (see :mod:`.base3`). In block b, with
     g = 0..3 the 16-weight group and base = 64b + 16g:
         byte 3g + i (i = 0..2)  weights base + 5i + j, j = 0..4, weight base + 5i the least significant
         byte 12                 weights 64b + 16g + 15, g = 0..3, g = 0 the least significant
@@ -32,7 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from tsar.kernels.formats import _base3
+from tsar.kernels.formats import base3
 from tsar.kernels.formats._common import RowBlockWeights, check_multiple, check_ternary
 from tsar.kernels.formats.iq2_bn import row_scales
 
@@ -65,10 +65,10 @@ def pack(w_t: np.ndarray, scale: float = 1.0) -> IQ1BNWeights:
     c = (w.astype(np.uint8) + 1).reshape(m, nb, 4, 16)                 # (row, block, g, 16)
     blocks = np.empty((m, nb, BLOCK_BYTES), np.uint8)
     # five weights per byte, least significant first: reverse to the most-significant-first order
-    blocks[:, :, :12] = _base3.encode(c[..., :15].reshape(m, nb, 4, 3, 5)[..., ::-1]).reshape(m, nb, 12)
+    blocks[:, :, :12] = base3.encode(c[..., :15].reshape(m, nb, 4, 3, 5)[..., ::-1]).reshape(m, nb, 12)
     extra = np.zeros((m, nb, 5), np.uint8)                             # top trit 0, then g = 3..0
     extra[..., 1:] = c[..., 15][..., ::-1]
-    blocks[:, :, 12] = _base3.encode(extra)
+    blocks[:, :, 12] = base3.encode(extra)
     rows = np.empty((m, ROW_SCALE_BYTES + nb * BLOCK_BYTES), np.uint8)
     rows[:, :ROW_SCALE_BYTES] = row_scales(w, scale).astype(np.float16)[:, None].view(np.uint8)
     rows[:, ROW_SCALE_BYTES:] = blocks.reshape(m, -1)
@@ -79,6 +79,6 @@ def unpack(p: IQ1BNWeights) -> np.ndarray:
     """IQ1BNWeights -> ternary int8 (M, K)."""
     b = p.data.reshape(p.m, p.row_bytes)[:, ROW_SCALE_BYTES:].reshape(p.m, -1, BLOCK_BYTES)
     c = np.empty((p.m, b.shape[1], 4, 16), np.uint8)
-    c[..., :15] = _base3.decode(b[:, :, :12])[..., ::-1].reshape(p.m, -1, 4, 15)
-    c[..., 15] = _base3.decode(b[:, :, 12])[..., :0:-1]
+    c[..., :15] = base3.decode(b[:, :, :12])[..., ::-1].reshape(p.m, -1, 4, 15)
+    c[..., 15] = base3.decode(b[:, :, 12])[..., :0:-1]
     return (c.astype(np.int8) - 1).reshape(p.m, p.k)

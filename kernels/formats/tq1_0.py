@@ -4,7 +4,7 @@ Layout (from ggml-org/llama.cpp ``ggml/src/ggml-common.h``, ``block_tq1_0``, and
 ``ggml/src/ggml-quants.c``, ``quantize_row_tq1_0_ref`` / ``dequantize_row_tq1_0``): each row of K
 weights (K % 256 == 0) is K/256 blocks of 54 bytes, rows stored one after another. Codes are
 c = w + 1 (0, 1, 2); a byte holds five trits as ``ceil(256 * v / 243)`` with ``v`` their base-3
-value, the first listed the most significant (see :mod:`._base3`):
+value, the first listed the most significant (see :mod:`.base3`):
 
     bytes  0..31   qs[0..32):  byte m: weights m + 32n, n = 0..4 (weights 0..159)
     bytes 32..47   qs[32..48): byte 32 + m: weights 160 + m + 16n, n = 0..4 (weights 160..239)
@@ -29,7 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from tsar.kernels.formats import _base3
+from tsar.kernels.formats import base3
 from tsar.kernels.formats._common import RowBlockWeights, check_multiple, check_ternary
 from tsar.kernels.formats.tq2_0 import block_scales
 
@@ -59,9 +59,9 @@ def pack(w_t: np.ndarray, scale: float = 1.0) -> TQ1Weights:
     nb = k // BLOCK
     c = (w.astype(np.uint8) + 1).reshape(m, nb, BLOCK)
     blocks = np.empty((m, nb, BLOCK_BYTES), np.uint8)
-    blocks[:, :, 0:32] = _base3.encode(c[:, :, :160].reshape(m, nb, 5, 32).transpose(0, 1, 3, 2))
-    blocks[:, :, 32:48] = _base3.encode(c[:, :, 160:240].reshape(m, nb, 5, 16).transpose(0, 1, 3, 2))
-    blocks[:, :, 48:52] = _base3.encode(c[:, :, 240:].reshape(m, nb, 4, 4).transpose(0, 1, 3, 2))
+    blocks[:, :, 0:32] = base3.encode(c[:, :, :160].reshape(m, nb, 5, 32).transpose(0, 1, 3, 2))
+    blocks[:, :, 32:48] = base3.encode(c[:, :, 160:240].reshape(m, nb, 5, 16).transpose(0, 1, 3, 2))
+    blocks[:, :, 48:52] = base3.encode(c[:, :, 240:].reshape(m, nb, 4, 4).transpose(0, 1, 3, 2))
     blocks[:, :, 52:] = block_scales(w, scale, BLOCK)[..., None].view(np.uint8)
     return TQ1Weights(blocks.reshape(-1), m, k)
 
@@ -69,7 +69,7 @@ def pack(w_t: np.ndarray, scale: float = 1.0) -> TQ1Weights:
 def unpack(p: TQ1Weights) -> np.ndarray:
     """TQ1Weights -> ternary int8 (M, K)."""
     b = p.data.reshape(p.m, p.k // BLOCK, BLOCK_BYTES)
-    head = _base3.decode(b[:, :, 0:32]).transpose(0, 1, 3, 2).reshape(p.m, -1, 160)
-    mid = _base3.decode(b[:, :, 32:48]).transpose(0, 1, 3, 2).reshape(p.m, -1, 80)
-    tail = _base3.decode(b[:, :, 48:52], 4).transpose(0, 1, 3, 2).reshape(p.m, -1, 16)
+    head = base3.decode(b[:, :, 0:32]).transpose(0, 1, 3, 2).reshape(p.m, -1, 160)
+    mid = base3.decode(b[:, :, 32:48]).transpose(0, 1, 3, 2).reshape(p.m, -1, 80)
+    tail = base3.decode(b[:, :, 48:52], 4).transpose(0, 1, 3, 2).reshape(p.m, -1, 16)
     return (np.concatenate([head, mid, tail], axis=2).astype(np.int8) - 1).reshape(p.m, p.k)

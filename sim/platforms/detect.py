@@ -159,7 +159,8 @@ def measure_frequency_ghz(lib: Any, iterations: int = 1_000_000, trials: int = 9
     return best
 
 
-def _buffer(nbytes: int) -> np.ndarray:
+def aligned_buffer(nbytes: int) -> np.ndarray:
+    """``nbytes`` of 64-byte-aligned uint8 memory, every byte 1 (pages touched) for read probes."""
     raw = np.empty(nbytes + 64, dtype=np.uint8)
     off = (-raw.ctypes.data) % 64
     buf = raw[off:off + nbytes]
@@ -171,7 +172,7 @@ def measure_read_gbs(ffi_lib: Any, nbytes: int, target_bytes: float = 1e8, trial
     """Single-thread streaming-read bandwidth (GB/s) over a buffer of ``nbytes``."""
     ffi, lib = ffi_lib
     nbytes -= nbytes % 256
-    buf = _buffer(nbytes)
+    buf = aligned_buffer(nbytes)
     ptr = ffi.from_buffer(buf)
     reps = max(1, int(target_bytes // nbytes))
     lib.tsar_read(ptr, nbytes, 1)
@@ -189,7 +190,7 @@ def measure_parallel_read_gbs(ffi_lib: Any, nbytes: int, threads: int, reps: int
     the GIL during the C call)."""
     ffi, lib = ffi_lib
     nbytes -= nbytes % 256
-    bufs = [_buffer(nbytes) for _ in range(threads)]
+    bufs = [aligned_buffer(nbytes) for _ in range(threads)]
     ptrs = [ffi.from_buffer(b) for b in bufs]
     for p in ptrs:
         lib.tsar_read(p, nbytes, 1)
@@ -214,7 +215,7 @@ def measure_parallel_read_gbs(ffi_lib: Any, nbytes: int, threads: int, reps: int
 
 def measure_numpy_read_gbs(nbytes: int, target_bytes: float = 2e8) -> float:
     """Fallback without a C compiler: numpy reduction (slower than the hardware in L1/L2)."""
-    buf = _buffer(nbytes).view(np.uint64)
+    buf = aligned_buffer(nbytes).view(np.uint64)
     reps = max(1, int(target_bytes // nbytes))
     buf.sum()
     t0 = time.perf_counter()

@@ -131,14 +131,16 @@ class Prediction:
 
 # --- decoding --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Decoded:
+class Decoded:
+    """One instruction of the timed code, as :func:`decode_at` decodes it."""
+
     form: InstructionForm
     length: int
     target: int | None      # direct jump target (conditional or unconditional), else None
     is_call: bool
 
 
-def _decode(code: bytes, code_address: int, address: int) -> _Decoded:
+def decode_at(code: bytes, code_address: int, address: int) -> Decoded:
     """The instruction at ``address``, decoded once (:func:`tsar.isa.stream.decode_one`)."""
     import iced_x86 as ix
 
@@ -148,17 +150,17 @@ def _decode(code: bytes, code_address: int, address: int) -> _Decoded:
     form = form_from_decoded(decoded)
     instr = decoded.x86
     if instr is None:  # T-SAR: neither a branch nor a call
-        return _Decoded(form, decoded.length, None, False)
+        return Decoded(form, decoded.length, None, False)
     fc = instr.flow_control
     target = None
     if fc in (ix.FlowControl.CONDITIONAL_BRANCH, ix.FlowControl.UNCONDITIONAL_BRANCH) and \
             instr.op0_kind in (ix.OpKind.NEAR_BRANCH16, ix.OpKind.NEAR_BRANCH32, ix.OpKind.NEAR_BRANCH64):
         target = instr.near_branch_target
-    return _Decoded(form, decoded.length, target, fc in (ix.FlowControl.CALL, ix.FlowControl.INDIRECT_CALL))
+    return Decoded(form, decoded.length, target, fc in (ix.FlowControl.CALL, ix.FlowControl.INDIRECT_CALL))
 
 
-def _decode_executed(code: bytes, code_address: int, executed: Mapping[int, float]) -> dict[int, _Decoded]:
-    return {a: _decode(code, code_address, a) for a in sorted(executed)}
+def _decode_executed(code: bytes, code_address: int, executed: Mapping[int, float]) -> dict[int, Decoded]:
+    return {a: decode_at(code, code_address, a) for a in sorted(executed)}
 
 
 def _executed(code: bytes, code_address: int, counts: Mapping[int, float]) -> dict[int, float]:
@@ -179,7 +181,7 @@ def find_loops(code: bytes, code_address: int, counts: Mapping[int, float]) -> t
 
 
 def _find_loops(code_address: int, executed: Mapping[int, float],
-                decoded: Mapping[int, _Decoded]) -> tuple[list[Loop], list[int]]:
+                decoded: Mapping[int, Decoded]) -> tuple[list[Loop], list[int]]:
     """:func:`find_loops` on the executed instructions, decoded (in address order)."""
     by_header: dict[int, list[int]] = {}
     ends: dict[int, int] = {}

@@ -58,8 +58,8 @@ class FpEnv:
     def __init__(self) -> None:
         self.mxcsr = MXCSR_DEFAULT
         self.raised = 0
-        self._capturing = False
-        self._in_session = False
+        self.capturing = False  # an instruction's floating-point work is running (see host)
+        self.in_session = False  # inside session(): numpy's error callback already routed here
 
     @property
     def rc(self) -> int:
@@ -81,18 +81,18 @@ class FpEnv:
         ufunc or cast and reports them after it: those four come from numpy's error callback,
         precision and denormal (which numpy leaves alone) from the host MXCSR."""
         old = host_swap((self.mxcsr & CONTROL) | MASKS)
-        self._capturing = True
+        self.capturing = True
         try:
-            if self._in_session:
+            if self.in_session:
                 return f(*args)
             with np.errstate(all="call", call=self._numpy_flag):
                 return f(*args)
         finally:
-            self._capturing = False
+            self.capturing = False
             self.raised |= host_swap(old) & FLAGS
 
     def _numpy_flag(self, kind: str, flags: int) -> None:
-        if not self._capturing:
+        if not self.capturing:
             return  # numpy work outside a floating-point instruction (integer scalars...)
         for bit, mxcsr_flag in _NUMPY_FLAGS.items():
             if flags & bit:
@@ -103,15 +103,15 @@ class FpEnv:
         """numpy's error reporting routed to this environment for a whole run (entering
         ``np.errstate`` once instead of per instruction); reports outside :meth:`host` are
         dropped."""
-        if self._in_session:
+        if self.in_session:
             yield
             return
         with np.errstate(all="call", call=self._numpy_flag):
-            self._in_session = True
+            self.in_session = True
             try:
                 yield
             finally:
-                self._in_session = False
+                self.in_session = False
 
     def signal(self, flags: int) -> None:
         self.raised |= flags

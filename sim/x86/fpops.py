@@ -268,7 +268,7 @@ def _minmax(dt: type, is_max: bool, scalar: bool) -> Op:
     return Op(fn, fp=True)
 
 
-_PREDICATES = (  # (relation, result when unordered, signalling) for imm & 15; bit 4 flips signalling
+PREDICATES = (  # (relation, result when unordered, signalling) for imm & 15; bit 4 flips signalling
     ("eq", False, False), ("lt", False, True), ("le", False, True), ("false", True, False),
     ("ne", True, False), ("ge", True, True), ("gt", True, True), ("true", False, False),
     ("eq", True, False), ("lt", True, True), ("le", True, True), ("false", False, False),
@@ -280,7 +280,7 @@ _RELATIONS = {"eq": np.equal, "lt": np.less, "le": np.less_equal, "ne": np.not_e
 
 
 def _compare_lanes(a: np.ndarray, b: np.ndarray, imm: int, env: FpEnv) -> np.ndarray:
-    relation, unordered, signalling = _PREDICATES[imm & 15]
+    relation, unordered, signalling = PREDICATES[imm & 15]
     if _clean(a, b):
         return _RELATIONS[relation](a, b)
     signalling ^= bool(imm & 16)
@@ -292,9 +292,10 @@ def _compare_lanes(a: np.ndarray, b: np.ndarray, imm: int, env: FpEnv) -> np.nda
         return np.where(unord, unordered, _RELATIONS[relation](a, b))
 
 
-_PY_RELATIONS = {"eq": operator.eq, "lt": operator.lt, "le": operator.le, "ne": operator.ne,
-                 "ge": operator.ge, "gt": operator.gt, "false": lambda a, b: False,
-                 "true": lambda a, b: True}
+PY_RELATIONS = {"eq": operator.eq, "lt": operator.lt, "le": operator.le, "ne": operator.ne,
+                "ge": operator.ge, "gt": operator.gt, "false": lambda a, b: False,
+                "true": lambda a, b: True}
+"""The relations of :data:`PREDICATES` on Python scalars (the ordered, non-NaN case)."""
 
 
 def _cmp(dt: type, scalar: bool) -> Op:
@@ -308,7 +309,7 @@ def _cmp(dt: type, scalar: bool) -> Op:
             x, y = float(s[0][:size].view(dt)[0]), float(s[1][:size].view(dt)[0])
             if x == x and y == y and not 0 < abs(x) < tiny and not 0 < abs(y) < tiny:
                 res = np.array(s[0][:16])
-                res[:size] = ones if _PY_RELATIONS[_PREDICATES[imm & 15][0]](x, y) else 0
+                res[:size] = ones if PY_RELATIONS[PREDICATES[imm & 15][0]](x, y) else 0
                 return res
         a, b = ((x[..., :size] if scalar else x).view(dt) for x in s)
         mask = np.negative(_compare_lanes(a, b, imm & 31, env).astype(udt))

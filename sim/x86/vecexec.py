@@ -21,7 +21,7 @@ from tsar.sim.x86 import flags as fl
 from tsar.sim.x86.bmi import compile_bmi
 from tsar.sim.x86.decode import Operand, address_fn, mnemonic, operands
 from tsar.sim.x86.fpenv import CONTROL, FLAGS, MASKS, host_swap
-from tsar.sim.x86.fpops import _PREDICATES, _PY_RELATIONS
+from tsar.sim.x86.fpops import PREDICATES, PY_RELATIONS
 from tsar.sim.x86.gather import compile_gather
 from tsar.sim.x86.opdefs import Compiled, Unsupported
 from tsar.sim.x86.pcmpstr import compile_pcmpstr
@@ -329,7 +329,7 @@ def _scalar_select_closure(name: str, imm: int | None, dst: Operand, srcs: list[
             return unpack(fmt, raw)[0], raw
     tiny = float(np.finfo(dt).tiny)
     same = d0 == s0
-    relation = _PY_RELATIONS[_PREDICATES[imm & 15][0]] if kind == "cmp" else None
+    relation = PY_RELATIONS[PREDICATES[imm & 15][0]] if kind == "cmp" else None
     is_max = kind == "max"
     ones, zeros = b"\xff" * size, bytes(size)
     upper_zero = bytes(REGISTER_BYTES - 16)
@@ -370,16 +370,16 @@ def _fp_ufunc_closure(op, dst: Operand, srcs: list[Operand], st: CpuState, run_g
     swap = host_swap
 
     def run() -> None:
-        if not env._in_session:
+        if not env.in_session:
             run_generic()
             return
         b = b_read()
         old = swap((env.mxcsr & CONTROL) | MASKS)
-        env._capturing = True
+        env.capturing = True
         try:
             uf(a, b, out=scratch)
         finally:
-            env._capturing = False
+            env.capturing = False
             env.raised |= swap(old) & FLAGS
         if env.raised:
             env.commit()

@@ -4,7 +4,7 @@ import iced_x86
 import pytest
 
 from tsar.isa import AssemblyError, Memory, Register, assemble, decode, encode, make
-from tsar.isa.assembler import _radix_free, keystone_code, strip_comment
+from tsar.isa.assembler import keystone_code, radix_free, strip_comment
 from tsar.isa.disassembler import disassemble, intel_formatter
 from tsar.paths import kernel_source
 
@@ -202,5 +202,5 @@ def test_integer_literals_mean_the_same_in_any_radix(literal: str, value: int) -
 
 
 def test_quoted_text_keeps_its_digits() -> None:
-    assert _radix_free('.ascii "224 0E0h"') == '.ascii "224 0E0h"'
-    assert _radix_free("lea rax, [rcx + rdx*8 - 16]") == "lea rax, [rcx + rdx*0x8 - 0x10]"
+    assert radix_free('.ascii "224 0E0h"') == '.ascii "224 0E0h"'
+    assert radix_free("lea rax, [rcx + rdx*8 - 16]") == "lea rax, [rcx + rdx*0x8 - 0x10]"

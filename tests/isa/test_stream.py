@@ -197,12 +197,12 @@ def test_form_from_tsar_lists_the_isa_registers() -> None:
 
 
 def test_predict_decodes_like_the_stream() -> None:
-    from tsar.sim.timing.predict import _decode
+    from tsar.sim.timing.predict import decode_at
 
     code = _mixed_stream()
     valid_prefix = code[:code.index(RESERVED[0])] + bytes.fromhex("75f0e8000000" "00c3")  # jne, call
     for d in decode_stream(valid_prefix, 0x5000):
-        p = _decode(valid_prefix, 0x5000, d.address)
+        p = decode_at(valid_prefix, 0x5000, d.address)
         assert p.length == d.length
         if d.tsar is not None:
             assert p.target is None and not p.is_call

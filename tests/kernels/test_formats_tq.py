@@ -3,16 +3,16 @@ import itertools
 import numpy as np
 import pytest
 
-from tsar.kernels.formats import _base3, tq1_0, tq2_0
+from tsar.kernels.formats import base3, tq1_0, tq2_0
 
 
 def test_base3_bytes_roundtrip_every_value():
     digits = np.array(list(itertools.product(range(3), repeat=5)), np.uint8)      # (243, 5)
-    data = _base3.encode(digits)
+    data = base3.encode(digits)
     assert len(set(data.tolist())) == 243
-    assert (_base3.decode(data) == digits).all()
+    assert (base3.decode(data) == digits).all()
     four = np.array(list(itertools.product(range(3), repeat=4)), np.uint8)
-    assert (_base3.decode(_base3.encode(four), 4) == four).all()
+    assert (base3.decode(base3.encode(four), 4) == four).all()
 
 
 @pytest.mark.parametrize("mod", [tq1_0, tq2_0])

@@ -81,11 +81,7 @@ def c3s2():
     """A test-only configuration whose s = 2 is a proper divisor of the adder trees' fan-in."""
     cfg = config.register_config(TsarConfig("c3s2", c=3, s=2, vector_bits=256, slot=9))
     yield cfg
-    unregister = getattr(config, "unregister_config", None)
-    if unregister is not None:
-        unregister(cfg.name)
-    else:
-        del config._REGISTRY[cfg.name]
+    config.unregister_config(cfg.name)
 
 
 def test_split_tree_tgemv_schedule(c3s2):

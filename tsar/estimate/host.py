@@ -152,7 +152,7 @@ def bandwidth_timers(platform: Platform, levels: Sequence[str] | None = None
     streaming read (the host probe, :mod:`tsar.sim.platforms.host_probes`) over the buffer
     :func:`~tsar.sim.platforms.detect.probe_buffers` gives that level, and the bytes one call
     reads (cache levels: repeated passes, about 4 MB). Empty without the probe."""
-    from tsar.sim.platforms.detect import _buffer, probe_buffers
+    from tsar.sim.platforms.detect import aligned_buffer, probe_buffers
     from tsar.sim.platforms.host_probes import probes
 
     lib = probes(True)
@@ -164,7 +164,7 @@ def bandwidth_timers(platform: Platform, levels: Sequence[str] | None = None
         if levels is not None and name not in levels:
             continue
         size -= size % 256
-        buf = _buffer(size)
+        buf = aligned_buffer(size)
         reps = 1 if name == "DRAM" else max(1, (4 << 20) // size)
         ptr = ffi.from_buffer(buf)
 
