@@ -65,11 +65,6 @@ class OperandSpec:
     def allows_memory(self) -> bool:
         return self.mem_bytes is not None
 
-    @property
-    def allows_register(self) -> bool:
-        # VEX.vvvv and ModRM.reg always name registers; ModRM.rm may name either.
-        return True
-
     def kind_text(self, reg_class: str) -> str:
         """Human-readable operand kind, e.g. ``ymm (group of 2)`` or ``ymm/m256``."""
         reg = reg_class if self.regs == 1 else f"{reg_class} group of {self.regs}"

@@ -10,8 +10,6 @@ GPR64 = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
 
 GPR_NUMBER = {name: num for num, name in enumerate(GPR64)}
 
-VECTOR_CLASSES = {"xmm": 128, "ymm": 256, "zmm": 512}
-
 
 @dataclass(frozen=True)
 class Register:

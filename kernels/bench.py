@@ -9,7 +9,6 @@ roofline is the streaming-read bandwidth measured on the spot for the same threa
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +164,3 @@ def format_table(bw: dict[int, float], results: list[Result], peaks: dict[str, f
                      f"{8 * r.weight_bytes / (c.m * c.k):>7.3f}{r.seconds * 1e6:>11.1f}{r.gops:>9.1f}"
                      f"{r.gweights:>8.1f}{r.weight_gbs:>8.2f}{r.roofline_pct:>7.1f}{pct_text}")
     return "\n".join(lines)
-
-
-def stderr_progress(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)

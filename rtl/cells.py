@@ -63,7 +63,7 @@ NAND2_AREA = CELLS[2].area
 def liberty() -> str:
     """The Liberty text (``library(sky130_fd_sc_hd_area)``)."""
     out = ["library(sky130_fd_sc_hd_area) {",
-           '  delay_model : table_lookup;', '  area_unit : "1um2";' if False else "",
+           '  delay_model : table_lookup;', "",
            '  time_unit : "1ns";', '  voltage_unit : "1V";', '  current_unit : "1mA";',
            '  capacitive_load_unit (1, pf);', '  leakage_power_unit : "1nW";']
     for cell in CELLS:

@@ -137,10 +137,6 @@ class GuestMemory:
             self._set_pages(self.allocations.pop(), False)
         self.data_top = mark
 
-    def reset_data(self) -> None:
-        """Free every data allocation (the bytes are kept)."""
-        self.release(self.data_start)
-
     def _set_pages(self, span: Span, accessible: bool) -> None:
         first = (span.start - self.base) >> PAGE_SHIFT
         last = (span.start - self.base + max(span.size, 1) - 1) >> PAGE_SHIFT

@@ -113,13 +113,6 @@ class Comparison(Tabular):
         assert r is not None
         return r
 
-    @property
-    def best_native(self) -> Row:
-        """The fastest native kernel by modelled time."""
-        r = self.best("native")
-        assert r is not None
-        return r
-
     def records(self) -> list[dict]:
         """One row per kernel: modelled and measured times and speedups (see :meth:`table`)."""
         out = []

@@ -14,10 +14,6 @@ def set_verbosity(level: int) -> None:
     _verbosity = level
 
 
-def verbosity() -> int:
-    return _verbosity
-
-
 def progress(message: str, *, end: str = "\n") -> None:
     """A progress line on stderr (``end="\\r"``-style updates allowed), unless quiet."""
     if _verbosity >= 0:

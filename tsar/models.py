@@ -25,8 +25,6 @@ from dataclasses import dataclass
 PREFILL_TOKENS = 128
 """N of the prefill GEMM (T-SAR paper section IV-A: prefill with N = 128 tokens)."""
 
-LAYER_MATRICES = ("qkv", "o", "gate", "up", "down")
-
 
 @dataclass(frozen=True)
 class LinearShape:

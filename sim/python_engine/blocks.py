@@ -128,7 +128,6 @@ class Block:
     branch: Callable[[], int] | None
     exit: int
     hits: int = 0
-    scalar_only: bool = field(default=False)
     fn: Callable[[], None] = field(default=lambda: None)
 
     def __post_init__(self) -> None:
@@ -222,6 +221,5 @@ class BlockCache:
         block = None
         if insns:
             block = Block(address, insns, make_steps(self.st, insns, self.batch_tsar), branch, addr)
-            block.scalar_only = all(i.cls == SCALAR for i in insns)
         self.blocks[address] = block
         return block

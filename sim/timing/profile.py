@@ -10,7 +10,7 @@ partial-register aliases carry dependencies; ``"flags"`` stands for the arithmet
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 _GPR_ALIASES = {
@@ -124,9 +124,3 @@ class LoopProfile:
         k = iterations / self.iterations
         return LoopProfile(tuple(LoopEntry(e.form, e.count * k) for e in self.entries),
                            iterations, self.name, self.notes)
-
-
-def forms_of(profile: LoopProfile | Sequence[InstructionForm]) -> list[InstructionForm]:
-    if isinstance(profile, LoopProfile):
-        return [e.form for e in profile.entries]
-    return list(profile)

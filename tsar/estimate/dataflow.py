@@ -51,11 +51,6 @@ class Candidate:
     simulated_tokens: int = 1
 
     @property
-    def throughput_cycles(self) -> float:
-        """The whole-run throughput bound: max(ports, issue, L1 traffic) cycles per token."""
-        return max(self.port_cycles, self.frontend_cycles, self.traffic_cycles)
-
-    @property
     def cycles(self) -> float:
         """Estimated cycles per token (the layer estimate)."""
         return self.predicted_cycles

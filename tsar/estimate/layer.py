@@ -12,10 +12,11 @@ selection (:mod:`tsar.estimate.dataflow`), so that all of them rank kernels the 
 
 from __future__ import annotations
 
+from tsar.kernels.tsar_plan import KERNEL_PREFIX
 from tsar.sim.platforms import Platform, host, load
 from tsar.sim.timing.memory import linear_streams
 from tsar.sim.timing.predict import predict
-from tsar.simulate.counts import GEMM_BLOCK, TSAR_PREFIX, KernelCounts, simulated_counts
+from tsar.simulate.counts import GEMM_BLOCK, KernelCounts, simulated_counts
 
 
 def platform_named(name: str) -> Platform:
@@ -33,7 +34,7 @@ def token_blocked(kernel: str, M: int, K: int) -> bool:
 def counts_for(kernel: str, N: int, M: int, K: int) -> KernelCounts:
     """The counts a time for ``N`` tokens is modelled from: one token for GEMV and for the per-token
     dataflows, one block of ``min(N, GEMM_BLOCK)`` tokens for GEMM kernels when N > 1."""
-    gemm = N > 1 and (not kernel.startswith(TSAR_PREFIX) or token_blocked(kernel, M, K))
+    gemm = N > 1 and (not kernel.startswith(KERNEL_PREFIX) or token_blocked(kernel, M, K))
     return simulated_counts(kernel, M, K, tokens=min(N, GEMM_BLOCK) if gemm else 1)
 
 
@@ -49,9 +50,3 @@ def modelled(c: KernelCounts, platform: Platform, n: int, threads: int,
     return n / c.tokens * p.seconds, p.bound
 
 
-def layer_seconds(kernel: str, N: int, M: int, K: int, platform: Platform,
-                  threads: int = 1) -> tuple[float, str, KernelCounts]:
-    """Modelled seconds of ``kernel`` on ``N x M x K``, its bound and the counts it came from."""
-    c = counts_for(kernel, N, M, K)
-    seconds, bound = modelled(c, platform, N, threads)
-    return seconds, bound, c

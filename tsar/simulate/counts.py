@@ -21,15 +21,14 @@ import numpy as np
 
 from tsar.common.toolchain import cache_dir, write_atomic
 from tsar.kernels.simbuild import build_sim_library
-from tsar.kernels.tsar_plan import KERNEL_PREFIX
+from tsar.kernels.tsar_plan import KERNEL_PREFIX, TOKEN_BLOCK
 from tsar.sim import Stats
 
-TSAR_PREFIX = KERNEL_PREFIX
 ROW_UNIT = 256
-GEMM_BLOCK = 16
+"""Native cores are simulated at ROW_UNIT and 2 * ROW_UNIT rows and extrapolated to larger M."""
+GEMM_BLOCK = TOKEN_BLOCK
 """Tokens of the simulated block from which prefill (GEMM) times are modelled: the T-SAR GEMM
 dataflows' token block (``tsar_plan.TOKEN_BLOCK``), and what the native GEMM loops run on too."""
-"""Native cores are simulated at ROW_UNIT and 2 * ROW_UNIT rows and extrapolated to larger M."""
 
 
 @dataclass
@@ -54,7 +53,7 @@ class KernelCounts:
 
 
 def _code_digest(kernel: str, M: int, K: int) -> str:
-    if kernel.startswith(TSAR_PREFIX):
+    if kernel.startswith(KERNEL_PREFIX):
         from tsar.simulate.tsar_kernel import plan_for, program_for
 
         code = program_for(plan_for(kernel, M, K)).code
@@ -64,7 +63,7 @@ def _code_digest(kernel: str, M: int, K: int) -> str:
 
 
 def _simulate(kernel: str, M: int, K: int, tokens: int) -> KernelCounts:
-    if kernel.startswith(TSAR_PREFIX):
+    if kernel.startswith(KERNEL_PREFIX):
         from tsar.simulate.tsar_kernel import plan_for, program_for, simulate
 
         plan = plan_for(kernel, M, K)
