@@ -24,7 +24,9 @@ from tsar.kernels.baselines import (
     time_matmul,
 )
 
-# BitNet-b1.58-2B-4T projections as (M, K): QKV/O, gate/up, down.
+# BitNet-b1.58-2B-4T projections as (M, K): QKV/O, gate/up, down, and the prefill length. The kernels
+# layer may not import the front end's tsar.models, where both are declared (BITNET_2B_LAYERS,
+# PREFILL_TOKENS); tests/test_single_definitions.py checks that these copies equal them.
 BITNET_2B_LAYERS: tuple[tuple[int, int], ...] = ((2560, 2560), (6912, 2560), (2560, 6912))
 GEMM_N = 128
 DRAM_FACTOR = 2.5
