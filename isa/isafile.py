@@ -25,7 +25,15 @@ from pathlib import Path
 
 from tsar.common.errors import UserError
 from tsar.common.files import UnreadableFile, read_text
-from tsar.isa.config import TsarConfig, configs, ensure_registered, get_config, registered
+from tsar.isa.config import (
+    ENCODING_SLOTS,
+    TsarConfig,
+    configs,
+    ensure_registered,
+    free_slots,
+    get_config,
+    registered,
+)
 
 try:
     import tomllib
@@ -96,10 +104,10 @@ def parse_isa_text(text: str, source: str = "<isa>") -> list[TsarConfig]:
         if "slot" not in values and known is not None:  # the same declaration loaded again
             values["slot"] = known.slot
         if "slot" not in values:
-            used = taken | {cfg.slot for cfg in out}
-            free = [s for s in range(16) if s not in used]
+            free = free_slots(taken | {cfg.slot for cfg in out})
             if not free:
-                raise IsaFileError(f"{where}: {table['name']}: no free encoding slot (0..15)")
+                raise IsaFileError(f"{where}: {table['name']}: no free encoding slot "
+                                   f"(0..{ENCODING_SLOTS - 1})")
             values["slot"] = free[0]
         try:
             cfg = TsarConfig(**values)

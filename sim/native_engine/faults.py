@@ -1,9 +1,9 @@
 """A fault recorder for code the native engine runs in a worker process: SIGSEGV, SIGBUS, SIGILL
-and SIGFPE write the signal, RIP, the fault address and the 16 GPRs into a shared record and end
+and SIGFPE write the signal, RIP, the fault address and the GPRs into a shared record and end
 the process, so the parent can report the guest fault instead of crashing.
 
 Record layout (uint64): ``[0]`` signal (0 = none), ``[1]`` RIP, ``[2]`` fault address,
-``[3:19]`` rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15.
+``[GPR_WORDS]`` the GPRs in encoding order (rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15).
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ from functools import cache
 from pathlib import Path
 
 from tsar.common.toolchain import build_shared, cache_dir
+from tsar.isa.operands import GPR64
 
-RECORD_WORDS = 19
+GPR_WORDS = slice(3, 3 + len(GPR64))
+"""Where the record holds the GPRs, in :data:`tsar.isa.operands.GPR64` order."""
+RECORD_WORDS = GPR_WORDS.stop
 SIGNALS = {4: "SIGILL", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
 FAULT_EXIT = 70
 
@@ -28,17 +31,15 @@ _SOURCE = r"""
 
 static volatile uint64_t *record;
 static char altstack[1 << 16];
-static const int gpr_order[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP, REG_RSI,
-                                  REG_RDI, REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13,
-                                  REG_R14, REG_R15};
+static const int gpr_order[GPR_COUNT] = {GPR_ORDER};
 
 static void on_fault(int sig, siginfo_t *info, void *context)
 {
     ucontext_t *uc = (ucontext_t *)context;
     record[1] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
     record[2] = (uint64_t)info->si_addr;
-    for (int i = 0; i < 16; i++)
-        record[3 + i] = (uint64_t)uc->uc_mcontext.gregs[gpr_order[i]];
+    for (int i = 0; i < GPR_COUNT; i++)
+        record[GPR_FIRST + i] = (uint64_t)uc->uc_mcontext.gregs[gpr_order[i]];
     record[0] = (uint64_t)sig;
     _exit(FAULT_EXIT);
 }
@@ -69,7 +70,9 @@ int tsar_record_faults(uint64_t *rec)
 def recorder() -> ctypes.CDLL:
     """The compiled recorder (``int tsar_record_faults(uint64_t *record)``)."""
     src = cache_dir("src") / "tsar_faults.c"
-    text = _SOURCE.replace("FAULT_EXIT", str(FAULT_EXIT))
+    text = (_SOURCE.replace("FAULT_EXIT", str(FAULT_EXIT)).replace("GPR_COUNT", str(len(GPR64)))
+            .replace("GPR_FIRST", str(GPR_WORDS.start))
+            .replace("GPR_ORDER", ", ".join(f"REG_{name.upper()}" for name in GPR64)))
     if not src.exists() or src.read_text() != text:
         src.write_text(text)
     lib = ctypes.CDLL(str(build_shared([Path(src)], ["-O2", "-fPIC", "-shared"], name="tsar_faults")))

@@ -32,7 +32,7 @@ from tsar.isa.stream import decode_one, decode_stream
 from tsar.sim.elf import load_elf_image
 from tsar.sim.engine import call_options, engine_options, refuse_options
 from tsar.sim.errors import SimulationError
-from tsar.sim.native_engine.faults import FAULT_EXIT, RECORD_WORDS, SIGNALS, recorder
+from tsar.sim.native_engine.faults import FAULT_EXIT, GPR_WORDS, RECORD_WORDS, SIGNALS, recorder
 from tsar.sim.native_engine.rewrite import Site, assemble_stub, patch
 from tsar.sim.x86.state import GPR_NAMES, MASK64, REGISTER_BYTES
 
@@ -304,7 +304,7 @@ class NativeMachine:
         if code != FAULT_EXIT or record[0] == 0:
             return SimulationError("native", f"the worker process died (exit code {code})")
         signal, rip, addr = int(record[0]), int(record[1]), int(record[2])
-        registers = dict(zip(GPR_NAMES, (int(v) for v in record[3:19]), strict=True))
+        registers = dict(zip(GPR_NAMES, (int(v) for v in record[GPR_WORDS]), strict=True))
         rip, text = self._guest_instruction(rip)
         kind = {"SIGSEGV": "memory", "SIGBUS": "memory", "SIGILL": "ud", "SIGFPE": "de"}.get(
             SIGNALS.get(signal, ""), "native")

@@ -47,6 +47,7 @@ _ACCESS = {unicorn.UC_MEM_READ: "read", unicorn.UC_MEM_WRITE: "write",
            unicorn.UC_MEM_READ_UNMAPPED: "read", unicorn.UC_MEM_WRITE_UNMAPPED: "write",
            unicorn.UC_MEM_FETCH_UNMAPPED: "fetch", unicorn.UC_MEM_READ_PROT: "read",
            unicorn.UC_MEM_WRITE_PROT: "write", unicorn.UC_MEM_FETCH_PROT: "fetch"}
+_GPRS = len(GPR_NAMES)  # the register batch holds the GPRs, then RFLAGS
 _SLACK_REACH = 32  # bytes before an array's end from which a Unicorn access is checked
 
 
@@ -286,7 +287,7 @@ class PythonMachine:
         self.mem.write(rsp, self.ret_addr.to_bytes(8, "little"))
         for i, value in enumerate(extra):
             self.mem.write(rsp + 8 + 8 * i, value.to_bytes(8, "little"))
-        gpr = [0] * 16
+        gpr = [0] * len(GPR_NAMES)
         gpr[4] = rsp
         for reg, value in zip(_INT_ARG_REGS, ints[:6], strict=False):
             gpr[reg] = value
@@ -294,8 +295,8 @@ class PythonMachine:
         for i, raw in enumerate(floats):
             self.st.ymm[i, :len(raw)] = np.frombuffer(raw, np.uint8)
         vals = self._gregs.values
-        vals[:16] = gpr
-        vals[16] = 0x202
+        vals[:_GPRS] = gpr
+        vals[_GPRS] = 0x202
         self._gregs.write()
         self._xregs.write()
 
@@ -442,8 +443,8 @@ class PythonMachine:
         st, regs = self.st, self._gregs
         regs.read()
         vals = regs.values.tolist()
-        st.gpr[:] = vals[:16]
-        rflags = vals[16]
+        st.gpr[:] = vals[:_GPRS]
+        rflags = vals[_GPRS]
         st.rflags_base = rflags
         st.flags[0] = fl.raw(rflags)
         if self.legacy_sse:
@@ -451,8 +452,8 @@ class PythonMachine:
         self._entries += 1
         nxt = self._execute(address)
         out = regs.values
-        out[:16] = st.gpr
-        out[16] = fl.materialize(st.flags[0], rflags)
+        out[:_GPRS] = st.gpr
+        out[_GPRS] = fl.materialize(st.flags[0], rflags)
         regs.write()
         set_rip(handle, nxt)
         if self.legacy_sse:

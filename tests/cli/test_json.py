@@ -109,6 +109,22 @@ def test_compare_json(capsys):
     assert doc["baseline"] == "tl2" and {r["family"] for r in doc["rows"]} == {"T-SAR", "native"}
     tl2 = next(r for r in doc["rows"] if r["kernel"] == "tl2")
     assert tl2["speedup_modelled"] == 1.0 and tl2["measured_s"] is None  # modelled platform
+
+
+def test_model_estimate_json(capsys, monkeypatch):
+    """The model-estimate document, on a tiny model (a real one simulates every kernel on its
+    layers: minutes from an empty cache; the slow tier runs bitnet-700m)."""
+    from tsar.models import ModelConfig
+
+    tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
+    monkeypatch.setattr("tsar.estimate.model.get_model", lambda name: tiny)
+    doc = _doc(capsys, ["-q", "compare", "--model", "bitnet-700m", "--platform", "mobile", "--json"],
+               "model-estimate")
+    assert doc["estimate"]["model"] == "tiny" and doc["estimate"]["threads"] == 4
+
+
+@pytest.mark.slow
+def test_model_estimate_json_of_a_real_model(capsys):
     doc = _doc(capsys, ["-q", "compare", "--model", "bitnet-700m", "--platform", "mobile", "--json"],
                "model-estimate")
     assert doc["estimate"]["model"] == "bitnet-700m"

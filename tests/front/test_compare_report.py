@@ -1,6 +1,7 @@
 """`tsar compare`, model estimates and the HTML report, on small shapes."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -10,8 +11,17 @@ from tsar.estimate.model import ModelEstimate, evaluate, format_estimates
 from tsar.models import ModelConfig
 
 
+@pytest.fixture(scope="module")
+def _module_counts(tmp_path_factory) -> Path:
+    """Simulated counts shared by this module's tests (each kernel and shape simulated once)."""
+    return tmp_path_factory.mktemp("counts")
+
+
 @pytest.fixture(autouse=True)
-def _private_cache(tmp_path, monkeypatch):
+def _private_cache(tmp_path, monkeypatch, _module_counts):
+    """A cache of each test's own (no user's validation table or measurements), its simulated
+    counts shared across the module."""
+    (tmp_path / "counts").symlink_to(_module_counts, target_is_directory=True)
     monkeypatch.setenv("TSAR_CACHE_DIR", str(tmp_path))
 
 
@@ -94,12 +104,15 @@ def test_model_estimate_small_model(monkeypatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, _module_counts):
     """A small report (two layers, two platforms, a tiny model) written to a temporary directory."""
     from tsar.report import ReportData, write
 
     tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
+    cache = tmp_path_factory.mktemp("report-cache")
+    (cache / "counts").symlink_to(_module_counts, target_is_directory=True)
     with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TSAR_CACHE_DIR", str(cache))
         mp.setattr("tsar.estimate.model.get_model", lambda name: tiny)
         kernels = ("tsar-c2s4-op", "tsar-c4s4-op")
         layers = {p: [compare(1, m, k, p, tsar_kernels=kernels) for m, k in ((256, 384), (512, 256))]

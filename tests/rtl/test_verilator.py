@@ -66,10 +66,12 @@ def test_compiled_cycles_equal_the_python_simulator(isolate):
     assert py.ok and vl.ok and py.cycles == vl.cycles
 
 
+@pytest.mark.slow
 def test_operand_isolation(rng):
-    """Operand isolation on the compiled port (one more build): every base operation (104
-    operands each) and 200 TLUTs / 400 TGEMVs per configuration give the reference results, in
-    the same cycles as the port without isolation (the slow tier runs thousands, both policies)."""
+    """Operand isolation on the compiled port (one more Verilator build, a minute or two on 2 cores
+    from an empty cache: slow tier; the default tier checks isolation in the Python simulator,
+    tests/rtl/test_sim.py): every base operation (104 operands each) and 200 TLUTs / 400 TGEMVs
+    per configuration give the reference results, in the same cycles as the port without it."""
     cases = _base_cases(rng, 104) + _tsar_cases(rng, 200)
     plain, isolated = (run_cases(VectorUnit(256, CONFIGS, "latch", iso), cases, base_semantics,
                                  backend="verilator") for iso in (False, True))
