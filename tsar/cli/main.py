@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from tsar import __version__
 from tsar.cli import commands
+from tsar.cli.helptext import HelpFormatter
 from tsar.console import detail, set_verbosity
 from tsar.errors import user_errors
 
@@ -33,7 +34,11 @@ def command_modules() -> list[str]:
 
 class _Parser(argparse.ArgumentParser):
     """argparse with usage errors on one line (``tsar CMD: error: ...``, exit 2); ``--help``
-    shows the usage."""
+    shows the usage; help texts wrap without breaking names at their hyphens."""
+
+    def __init__(self, *args, formatter_class: type[argparse.HelpFormatter] = HelpFormatter,
+                 **kwargs) -> None:
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"{self.prog}: error: {message}", file=sys.stderr)

@@ -10,8 +10,7 @@ from tsar.errors import UserError
 from tsar.kernels.registry import KERNELS
 
 NAME = "bench-native"
-HELP = ("benchmark the native ternary baseline kernels (TL2, TL1, I2_S, dense int8, int2, 5-trit, "
-        "TQ1_0, TQ2_0, IQ1_BN, IQ2_BN)")
+HELP = f"benchmark the native ternary baseline kernels ({', '.join(KERNELS)})"
 
 SIMD_CHOICES = ("auto", "avx2", "avx512")
 """``--simd`` values: the keys of :data:`tsar.kernels.baselines.ISAS` (not imported here: that loads

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from tsar.cli.argtypes import positive_int
+from tsar.cli.helptext import names, tsar_kernels
 from tsar.errors import UserError
 from tsar.isa.config import C2S4
 from tsar.kernels.tsar_plan import kernel_name
@@ -26,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--m", type=positive_int, default=2560,
                         help="output features M of the BitLinear kernel (default 2560; K is --k)")
     parser.add_argument("--kernel", default=DEFAULT_KERNEL,
-                        help=f"generated T-SAR BitLinear kernel, 1 token (default {DEFAULT_KERNEL})")
+                        help=f"generated T-SAR BitLinear kernel, 1 token: one of {names(tsar_kernels())} "
+                             f"(default {DEFAULT_KERNEL})")
     parser.add_argument("--repeat", type=positive_int, default=3,
                         help="timed calls per kernel (best is kept)")
     parser.add_argument("--engine", choices=["python", "native", "both"], default="both",

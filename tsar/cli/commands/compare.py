@@ -7,9 +7,9 @@ import os
 
 from tsar import console
 from tsar.cli.argtypes import positive_int
+from tsar.cli.helptext import models, names, platforms
 from tsar.cli.shapes import DEFAULT_SHAPE
 from tsar.errors import UserError
-from tsar.sim.platforms import PLATFORM_NAMES
 
 NAME = "compare"
 HELP = ("compare T-SAR kernels with native TL2 and other baselines on a layer and platform: modelled "
@@ -19,12 +19,12 @@ HELP = ("compare T-SAR kernels with native TL2 and other baselines on a layer an
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", help=f"N x M x K (default {DEFAULT_SHAPE})")
     parser.add_argument("--platform", default="host",
-                        help=f"{', '.join(PLATFORM_NAMES)}, or a platform .toml file (default host)")
+                        help=f"{names(platforms())}, or a platform .toml file (default host)")
     parser.add_argument("--threads", type=positive_int,
                         help="threads (default: 1 for a layer, the platform's count for --model)")
-    parser.add_argument("--model", help="instead of one layer: a whole model (e.g. "
-                                        "bitnet-b1.58-2b-4t or 2b-4t, llama3-8b, falcon3-10b, "
-                                        "bitnet-700m): decode tokens/s and prefill latency")
+    parser.add_argument("--model", help=f"instead of one layer: a whole model, one of {names(models())} "
+                                        "(or a unique ending of one, such as 2b-4t): decode tokens/s "
+                                        "and prefill latency")
     parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="print the table as CSV")

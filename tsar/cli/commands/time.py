@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from tsar.cli.guest_args import CallArg, parse_arg
+from tsar.cli.helptext import names, platforms
 from tsar.common.files import read_bytes, read_text
 from tsar.errors import UserError
 
@@ -23,14 +24,12 @@ HELP = "predict the time of a function of your .s or .so on a platform, loop by 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tsar.sim.platforms import PLATFORM_NAMES
-
     parser.add_argument("file", help="assembly source (.s) or shared object (.so)")
     parser.add_argument("--fn", help="function (label / symbol); default: the first label")
     parser.add_argument("--arg", action=CallArg, metavar="SPEC", help="an argument ('tsar run --help')")
     parser.add_argument("--out", action=CallArg, metavar="DTYPE:SHAPE", help="an output array")
     parser.add_argument("--platform", default="host",
-                        help=f"{', '.join(PLATFORM_NAMES)}, or a platform .toml file (default host)")
+                        help=f"{names(platforms())}, or a platform .toml file (default host)")
     parser.add_argument("--threads", type=int, default=1, help="threads sharing the work (default 1)")
     parser.add_argument("--trace", action="store_true",
                         help="derive the data streams from a memory trace (slower, models caches)")

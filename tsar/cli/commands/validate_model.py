@@ -12,7 +12,7 @@ from tsar.kernels.registry import SIMULATED
 from tsar.models import BITNET_2B_LAYERS, PREFILL_TOKENS
 
 NAME = "validate-model"
-HELP = ("model the native AVX2 cores (TL2, TL1, I2_S, int2) and T-SAR kernels on this host and compare "
+HELP = (f"model the native AVX2 cores ({', '.join(SIMULATED)}) and T-SAR kernels on this host and compare "
         "with measurements (natives natively, T-SAR through the proxy engine): GEMV with cache- and "
         f"DRAM-resident weights, GEMM at {PREFILL_TOKENS} tokens; keeps the error per kernel family")
 
@@ -30,7 +30,7 @@ _DEFAULT_SHAPES = [f"{m}x{k}" for m, k in BITNET_2B_LAYERS]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", action="append", choices=SIMULATED,
-                        help="kernel to validate (repeatable; default all four)")
+                        help=f"native kernel to validate (repeatable; default all: {', '.join(SIMULATED)})")
     parser.add_argument("--shape", action="append", type=_shape, metavar="MxK",
                         help=f"layer shape M x K (repeatable; default {', '.join(_DEFAULT_SHAPES[:-1])} and "
                              f"{_DEFAULT_SHAPES[-1]})")
