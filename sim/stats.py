@@ -30,7 +30,12 @@ class MemoryTrace:
 @dataclass
 class Stats:
     """Counts of one call. Bytes are guest memory traffic; ``scalar_bytes_*`` include Unicorn's
-    scalar accesses only when the call asked for memory statistics (they need memory hooks)."""
+    scalar accesses only when the call asked for memory statistics (they need memory hooks).
+
+    Who executed what (the Python engine): ``python_instructions`` ran in the Python layer (every
+    vector and T-SAR instruction, and the scalar code of the loops that contain them, which stays
+    there to spare the switches); ``unicorn_instructions`` ran in Unicorn (scalar code outside vector
+    loops); ``python_entries`` counts the switches from Unicorn into the Python layer."""
 
     instructions: int = 0
     by_class: Counter = field(default_factory=Counter)
@@ -57,8 +62,10 @@ class Stats:
             f"instructions      {self.instructions:,} in {self.wall_seconds * 1e3:.1f} ms "
             f"({self.instructions_per_second / 1e6:.3f} M simulated instr/s)",
             "  by class        " + ", ".join(f"{k} {v:,}" for k, v in sorted(self.by_class.items())),
-            f"  executed by     Python layer {self.python_instructions:,} "
-            f"({self.python_entries:,} entries), Unicorn {self.unicorn_instructions:,}",
+            f"  Python layer    {self.python_instructions:,}: vector and T-SAR instructions and the scalar "
+            "code between them",
+            f"  Unicorn         {self.unicorn_instructions:,}: scalar code outside vector loops",
+            f"  layer entries   {self.python_entries:,}: switches from Unicorn into the Python layer",
             f"T-SAR micro-ops   {self.tsar_uops:,}",
             f"vector memory     {self.vector_bytes_read:,} B read, {self.vector_bytes_written:,} B written",
         ]

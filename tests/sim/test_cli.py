@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from tsar.cli.main import main
@@ -21,6 +23,13 @@ def test_run_assembly_kernel(capsys, tmp_path):
     assert f"out i32:16: [{want}]" in out
     assert "tgemv8x16 32" in out and "T-SAR micro-ops   192" in out
     assert len(np.load(trace)["address"]) > 64
+    # who executed what, named for it: the strip's loop (vector + T-SAR + its scalar code) in the
+    # Python layer, the few scalar instructions outside it in Unicorn
+    python = int(re.search(r"Python layer +([\d,]+): vector and T-SAR instructions and the scalar code "
+                           r"between them", out).group(1).replace(",", ""))
+    unicorn = int(re.search(r"Unicorn +([\d,]+): scalar code outside vector loops", out).group(1))
+    assert python > 10 * unicorn > 0
+    assert re.search(r"layer entries +\d+: switches from Unicorn into the Python layer", out)
 
 
 def test_run_reports_bad_arguments(capsys):
