@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from tsar import __version__
 from tsar.cli import commands
 from tsar.cli.helptext import HelpFormatter
-from tsar.console import detail, set_verbosity
+from tsar.console import detail, set_verbosity, watch
 from tsar.errors import user_errors
 
 if TYPE_CHECKING:
@@ -137,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.isa_configs = isa_configs
     set_verbosity(-1 if args.quiet else args.verbose)
     try:
-        return int(args.handler(args) or 0)
+        with watch():  # heartbeats while a command that said what it does is silent
+            return int(args.handler(args) or 0)
     except user_errors() as exc:
         print(f"tsar {args.command}: {exc}", file=sys.stderr)
         dump = getattr(exc, "register_dump", None)
