@@ -24,12 +24,17 @@ def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int
                         f"at most {MAX_WEIGHTS:,} of each (the simulated layer lives in memory)")
     if mode == "gemv" and n != 1:
         raise UserError(f"gemv takes one token (N = 1), got N = {n}; use 'tsar run gemm'")
+    expected = None  # instructions of the whole layer, where the selection simulated the kernel
     if kernel == "auto":
         from tsar.estimate.dataflow import select
+        from tsar.estimate.layer import counts_for
 
-        console.progress(f"selecting the dataflow for {n} x {m} x {k} (simulating every kernel)")
+        console.progress(f"selecting the dataflow for {n} x {m} x {k}: {len(kernel_names())} kernels "
+                         "simulated (cached after the first run), then their times modelled")
         selection = select(m, k, n)
         kernel = selection.best.kernel
+        counts = counts_for(kernel, n, m, k)
+        expected = counts.stats.instructions * n / counts.tokens
         if not as_json:
             print(f"dataflow selection for {n} x {m} x {k} (simulated counts per token):")
             print(selection.table())
@@ -44,6 +49,10 @@ def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int
     say(f"{kernel}: BitLinear {n} x {m} x {k} ({plan.cfg.title}; {plan.groups} LUT group(s), "
         f"{plan.accumulators} accumulator(s); weights {plan.weight_bytes:,} B at 2 bits/weight)")
     machine = create_machine(engine)
+    console.progress(f"simulating {kernel} on {n} x {m} x {k} ({engine} engine), then checking it")
+    if engine == "python":  # its heartbeat: (instructions so far, seconds) every 2 s of a call
+        work = console.Work(f"  {kernel}", expected, unit="instructions")
+        machine.heartbeat = lambda count, _seconds: work(count)
     run = simulate(plan, x, w_t, w_scale, machine=machine, memory_stats=engine == "python")
     if as_json:
         from tsar.jsonout import emit, stats_fields

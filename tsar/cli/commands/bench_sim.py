@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from tsar import console
 from tsar.cli.argtypes import positive_int
 from tsar.cli.helptext import names, tsar_kernels
 from tsar.errors import UserError
@@ -66,15 +67,20 @@ def run(args: argparse.Namespace) -> int:
     from tsar.paths import kernel_source
     from tsar.sim import compile_c, create_machine
     from tsar.sim.errors import SimulationError
+    from tsar.simulate.tsar_kernel import plan_for
 
     if args.repeat < 1:
         raise UserError(f"--repeat must be at least 1, got {args.repeat}")
+    plan_for(args.kernel, args.m, args.k)  # a bad kernel or shape fails before any measurement
     _RESULTS.clear()
     _JSON[0] = args.json or args.csv
     rng = np.random.default_rng(0)
+    step = console.Steps({"native": 1, "python": 4}.get(args.engine, 5))
     if args.engine == "native":
+        step(f"native engine: {args.kernel} (the Python engine counts its instructions first)")
         _bench_native(args, rng, None)
         return _finish(args)
+    step("Python engine: the T-SAR GEMV strip gemv16_c2s4.s")
     k = args.k - args.k % 8
     machine = create_machine()
     machine.load_asm(kernel_source("gemv16_c2s4.s").read_text(), filename="gemv16_c2s4.s")
@@ -93,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
             f"= {n / sec / 1e6:.3f} M simulated instr/s", engine="python", kernel="gemv16_c2s4.s",
             instructions=n, seconds=sec, minstr_per_s=n / sec / 1e6)
 
+    step(f"Python engine: {args.kernel} 1 x {args.m} x {args.k}")
     bitlinear_count = _bench_bitlinear(args, rng)
+    step("Python engine: the AVX2 int8 dot product (compiled with gcc, cached)")
 
     so = compile_c(kernel_c_dir() / "dot_i8_avx2.c", opt="-O3")
     machine.load_elf(so)
@@ -110,8 +118,10 @@ def run(args: argparse.Namespace) -> int:
     _report(f"AVX2 int8 dot  dot_i8_avx2.c (gcc -O3 -mavx2)  n = {args.n}:  {n:,} instructions in "
             f"{sec * 1e3:.1f} ms = {n / sec / 1e6:.3f} M simulated instr/s", engine="python",
             kernel="dot_i8_avx2.c", instructions=n, seconds=sec, minstr_per_s=n / sec / 1e6)
+    step("Python engine: the AVX2 absmax quantization (compiled with gcc, cached)")
     _bench_quant(args, rng)
     if args.engine == "both":
+        step(f"native engine (in process and worker) and native TL2: {args.kernel}")
         _bench_native(args, rng, bitlinear_count)
     return _finish(args)
 

@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class _Progress:
+    """The demo's steps, numbered on stdout (they are its output); silent stretches inside a step
+    get the heartbeat on stderr (tsar.console.watch)."""
+
     def __init__(self, steps: int) -> None:
         self.steps, self.step, self.start = steps, 0, time.perf_counter()
 
@@ -43,6 +46,7 @@ class _Progress:
         self.step += 1
         elapsed = time.perf_counter() - self.start
         print(f"\n[{self.step}/{self.steps}] {title}  (t = {elapsed:.0f} s)", flush=True)
+        console.activity(f"[{self.step}/{self.steps}] {title}")  # the heartbeat's, on stderr
 
 
 def _pm(row) -> str:

@@ -109,19 +109,18 @@ def run(args: argparse.Namespace) -> int:
         if is_out:
             outputs.append((spec, value))
     options = {} if native else {"trace": bool(args.trace), "memory_stats": args.memory_stats}
-    beats = []
-    if not native:
-        def heartbeat(count: int, seconds: float) -> None:
-            beats.append(seconds)
-            console.progress(f"\r  {fn}: {count:,} instructions simulated in {seconds:.0f} s (limits: "
-                             f"{args.max_instructions:,} instructions, {args.timeout:g} s)", end="")
+    if native:
+        console.activity(f"{fn}: running on the host CPU (limit {args.timeout:g} s)")
+    else:
+        def heartbeat(count: int, seconds: float) -> None:  # every 2 s of a long call
+            console.status(f"  {fn}: {count:,} instructions simulated in {console.duration(seconds)} "
+                           f"(limits: {args.max_instructions:,} instructions, {args.timeout:g} s)")
         machine.heartbeat = heartbeat
     try:
         try:
             result = machine.call(fn, *call_args, returns=args.returns, **options)
         finally:
-            if beats:
-                console.progress("")
+            console.progress("")  # keeps the last heartbeat on a terminal
     except SimulationError as err:
         if err.kind != "limit":
             raise
@@ -150,11 +149,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_model(args: argparse.Namespace) -> int:
-    from tsar.models import MODELS
+    from tsar.kernels.tsar_plan import kernel_names
+    from tsar.models import MODELS, get_model
     from tsar.simulate.model import run_model
 
     if args.model is None:
         raise UserError(f"tsar run model needs a model name (one of {', '.join(MODELS)})")
+    try:
+        model = get_model(args.model)
+    except KeyError as exc:
+        raise UserError(str(exc.args[0])) from None
+    if args.weights:
+        _check_weights_file(args.weights)
+    layers = model.layers if args.layers is None else min(args.layers, model.layers)
+    matrices = len(model.layer_shapes())
+    selecting = (f"selecting the dataflow of each of the {matrices} matrices ({len(kernel_names())} "
+                 "kernels simulated on its shape, cached after the first run), " if args.kernel == "auto"
+                 else "")
+    console.progress(f"{model.name}: {selecting}generating and loading the kernels, then {layers} "
+                     f"layer(s) of {matrices} matrices, each checked against the reference")
     run = run_model(args.model, args.tokens, kernel=args.kernel, engine=args.engine,
                     weights=args.weights, layers=args.layers, seed=args.seed)
     if args.csv:
@@ -181,3 +194,20 @@ def _run_model(args: argparse.Namespace) -> int:
         return 1
     print("every output bit-exact against tsar.kernels.reference.bitlinear")
     return 0
+
+
+def _check_weights_file(path: str) -> None:
+    """Refuse a weights file that run_model would refuse (missing, or not an .npz archive) before
+    the progress line, so that the error is the command's one line; run_model loads the arrays and
+    checks each of them."""
+    import zipfile
+
+    from tsar.common.files import load_arrays
+
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"no weights file {file}")
+    if zipfile.is_zipfile(file):
+        return
+    load_arrays(file, "a weights archive (.npz)")  # its error says what the file is instead
+    raise UserError(f"{file}: not a weights archive (.npz): a single array")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tsar import console
 from tsar.cli.guest_args import CallArg, parse_arg
 from tsar.cli.helptext import names, platforms
 from tsar.common.files import read_bytes, read_text
@@ -83,7 +84,15 @@ def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     call_args = [parse_arg(spec + (":zeros" if is_out and spec.count(":") == 1 else ""), rng)
                  for is_out, spec in getattr(args, "call_args", None) or []]
+    console.activity(f"{fn}: simulating the call")  # the heartbeat's, if it takes long
+
+    def heartbeat(count: int, seconds: float) -> None:  # every 2 s of a long call
+        console.status(f"  {fn}: {count:,} instructions simulated in {console.duration(seconds)}")
+
+    machine.heartbeat = heartbeat
     machine.call(fn, *call_args, trace=args.trace)
+    console.progress("")  # keeps the last heartbeat on a terminal
+    console.activity(f"{fn}: modelling its time on {platform.name}")
     pred = predict(machine.stats, code, base, platform, threads=args.threads,
                    trace=machine.trace if args.trace else None)
     loops = [{"start": r.start - base, "end": r.end - base, "depth": r.depth,
