@@ -2,9 +2,14 @@
 
 Each case is (kernel, N x M x K shape, threads, weights in cache or streamed from DRAM). Timing runs
 in C (quantization, product and dequantization inside the timed call); "dram" rotates through enough
-weight copies to exceed ``DRAM_FACTOR`` x the last-level cache, so each call reads its weights from
-memory. Gop/s counts 2*N*M*K; G weights/s and weight GB/s count each weight once per call; the
-roofline is the streaming-read bandwidth measured on the spot for the same thread count.
+weight copies that together they exceed ``DRAM_FACTOR`` (4) x the last-level cache, each case
+starting its rotation at a different copy (:func:`rotation_start`), so that each call reads its
+weights from memory: over a smaller rotation, or one that every measurement starts at the same copy,
+a call finds copies that earlier calls or contenders left in the cache. Gop/s counts 2*N*M*K; G
+weights/s and weight GB/s count each weight once per call; % BW (``roofline_pct``) is the weight
+bytes per second against the streaming-read bandwidth measured on the spot for the same thread
+count, and exists only for "dram" cases (weights in cache are not read from memory: a percentage of
+the memory bandwidth means nothing there, and exceeds 100 % for fast kernels).
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ from tsar.kernels.baselines import (
 # PREFILL_TOKENS); tests/test_single_definitions.py checks that these copies equal them.
 BITNET_2B_LAYERS: tuple[tuple[int, int], ...] = ((2560, 2560), (6912, 2560), (2560, 6912))
 GEMM_N = 128
-DRAM_FACTOR = 2.5
+DRAM_FACTOR = 4.0
+"""A "dram" case rotates through more than this many times the last-level cache of weight copies."""
 BW_BYTES = 1 << 28
+_GOLDEN = (5 ** 0.5 - 1) / 2
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,11 @@ class Result:
         return self.weight_bytes / self.seconds / 1e9
 
     @property
-    def roofline_pct(self) -> float:
+    def roofline_pct(self) -> float | None:
+        """Weight bytes per second as a percentage of the streaming-read bandwidth, for weights read
+        from memory ("dram"); None in cache."""
+        if self.case.where != "dram":
+            return None
         return 100.0 * self.weight_bytes / self.seconds / self.bandwidth
 
 
@@ -96,15 +107,42 @@ def default_cases(kernels: Iterable[str] = KERNELS, threads: Iterable[int] = (1,
     return cases
 
 
+def dram_copies(nbytes: int, llc: int) -> int:
+    """Weight copies of ``nbytes`` each that a "dram" case rotates through: together more than
+    ``DRAM_FACTOR`` x ``llc`` bytes, and at least 2."""
+    return max(2, int(DRAM_FACTOR * llc // nbytes) + 1)
+
+
+def rotation_start(index: int, copies: int) -> int:
+    """The copy a measurement's rotation starts at: spread over the copies by the golden ratio, so
+    that successive measurements (``index`` 0, 1, ...) start far from where the previous ones did
+    and ended."""
+    return int((index * _GOLDEN) % 1.0 * copies) if copies > 1 else 0
+
+
+def expected_cost(case: Case, repeats: int) -> float:
+    """The relative cost of measuring ``case`` (for the progress estimate): packing and timed calls
+    grow with the weights, GEMM calls with the tokens (a third as fast per token as GEMV: they are
+    compute-bound), threads share a call, and DRAM calls wait for memory and rotate through
+    copies made first."""
+    calls = repeats + 3
+    per_call = case.m * case.k * (1.0 if case.n == 1 else case.n / 3) / case.threads
+    return case.m * case.k * 2.0 + calls * per_call * (1.5 if case.where == "dram" else 1.0)
+
+
 def run_case(case: Case, bandwidth: float, repeats: int, isa: str = "auto",
-             seed: int = 0, llc: int | None = None) -> Result:
+             seed: int = 0, llc: int | None = None, index: int = 0) -> Result:
+    """Measure ``case``: the median of ``repeats`` timed calls after a warm-up pass over its weight
+    copies (one in cache; :func:`dram_copies` from DRAM, the rotation starting at
+    :func:`rotation_start` of ``index``)."""
     rng = np.random.default_rng(seed)
     w = rng.integers(-1, 2, (case.m, case.k), dtype=np.int8)
     base = prepare(case.kernel, w, 0.5)
     copies: list[NativeKernel] = [base]
     if case.where == "dram":
-        need = DRAM_FACTOR * (llc or last_level_cache_bytes())
-        copies += [base.copy() for _ in range(int(np.ceil(need / base.nbytes)) - 1)]
+        copies += [base.copy() for _ in range(dram_copies(base.nbytes, llc or last_level_cache_bytes()) - 1)]
+        start = rotation_start(index, len(copies))
+        copies = copies[start:] + copies[:start]
     x = rng.standard_normal((case.n, case.k), dtype=np.float32)
     warm = max(len(copies), 3)
     seconds = time_matmul(copies, x, case.threads, isa, repeats + warm)[warm:]
@@ -118,22 +156,19 @@ def measure_bandwidths(threads: Iterable[int]) -> dict[int, float]:
 
 
 def run(cases: list[Case], repeats: int = 50, isa: str = "auto",
-        progress: Callable[[str], None] | None = None) -> tuple[dict[int, float], list[Result]]:
-    """Measure the bandwidth roofline, then every case; returns (bandwidth by threads, results)."""
-    import time
-
-    say = progress or (lambda _msg: None)
-    say("measuring streaming-read bandwidth")
-    bw = measure_bandwidths(c.threads for c in cases)
+        step: Callable[[str, float], None] | None = None,
+        bandwidth: dict[int, float] | None = None) -> tuple[dict[int, float], list[Result]]:
+    """Measure the bandwidth roofline (unless given: ``bandwidth`` by thread count), then every case;
+    returns (bandwidth by threads, results). ``step(message, cost)`` is called before each case with
+    its :func:`expected_cost` (``tsar.console.Steps`` is one)."""
+    bw = bandwidth if bandwidth is not None else measure_bandwidths(c.threads for c in cases)
     llc = last_level_cache_bytes()
     results = []
-    start = time.perf_counter()
-    for i, case in enumerate(cases, 1):
-        left = "" if i == 1 else \
-            f"  (~{(time.perf_counter() - start) / (i - 1) * (len(cases) - i + 1):.0f} s left)"
-        say(f"[{i}/{len(cases)}] host: {case.kernel} {case.n}x{case.m}x{case.k} t={case.threads} "
-            f"{case.where}{left}")
-        results.append(run_case(case, bw[case.threads], repeats, isa, llc=llc))
+    for i, case in enumerate(cases):
+        if step is not None:
+            step(f"host: {case.kernel} {case.n}x{case.m}x{case.k} t={case.threads} {case.where}",
+                 expected_cost(case, repeats))
+        results.append(run_case(case, bw[case.threads], repeats, isa, llc=llc, index=i))
     return bw, results
 
 
@@ -162,7 +197,12 @@ def format_table(bw: dict[int, float], results: list[Result], peaks: dict[str, f
         c = r.case
         pct = peak_pct(r, peaks)
         pct_text = f"{pct:>8.1f}" if pct is not None else f"{'-':>8}"
+        bw_pct = r.roofline_pct
+        bw_text = f"{bw_pct:>7.1f}" if bw_pct is not None else f"{'-':>7}"
         lines.append(f"{c.kernel:<7}{r.isa:<7}{f'{c.n}x{c.m}x{c.k}':<17}{c.threads:>4} {c.where:<6}"
                      f"{8 * r.weight_bytes / (c.m * c.k):>7.3f}{r.seconds * 1e6:>11.1f}{r.gops:>9.1f}"
-                     f"{r.gweights:>8.1f}{r.weight_gbs:>8.2f}{r.roofline_pct:>7.1f}{pct_text}")
+                     f"{r.gweights:>8.1f}{r.weight_gbs:>8.2f}{bw_text}{pct_text}")
+    if any(r.case.where == "cache" for r in results):
+        lines.append("% BW: weight bytes per second against the streaming-read bandwidth, for weights "
+                     "read from memory (dram) only")
     return "\n".join(lines)

@@ -23,7 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", default="",
                         help="comma-separated NxMxK shapes (default: BitNet-2B layers, N=1, and N=128)")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
-    parser.add_argument("--where", default="cache,dram", help="cache, dram or both (default both)")
+    parser.add_argument("--where", default="cache,dram",
+                        help="weights in cache, streamed from dram, or both (default both); the %% BW "
+                             "column (weight bytes per second against the measured streaming-read "
+                             "bandwidth) is shown for dram only")
     parser.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50)")
     parser.add_argument("--simd", default="auto", choices=SIMD_CHOICES,
                         help="the kernels' instruction set: auto (the best the CPU runs, default), avx2, "
@@ -64,10 +67,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         cases = [c for c in bench.default_cases(kernels, threads, args.quick) if c.where in where]
     repeats = min(args.repeats, 10) if args.quick else args.repeats
+    threads_used = sorted({c.threads for c in cases})
+    console.progress(f"measuring the streaming-read bandwidth ({', '.join(map(str, threads_used))} "
+                     "thread(s))")
     try:
-        bw, results = bench.run(cases, repeats, args.simd, console.progress)
+        bw = bench.measure_bandwidths(threads_used)
+        bw, results = bench.run(cases, repeats, args.simd, console.Steps(len(cases)), bandwidth=bw)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    console.progress("measuring the int8 multiply-add peak of one core (for % peak)")
     peaks = bench.int8_peaks(results)
     records = [{"kernel": r.case.kernel, "isa": r.isa, "N": r.case.n, "M": r.case.m, "K": r.case.k,
                 "threads": r.case.threads, "weights": r.case.where, "seconds": r.seconds,
