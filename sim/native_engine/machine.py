@@ -3,10 +3,15 @@
 Code is loaded into an executable arena; every T-SAR instruction is rewritten into a jump to a
 stub (:mod:`tsar.sim.native_engine.rewrite`) that runs the configuration's C helper
 (:mod:`tsar.sim.native_engine.tsar_stubs`, bit-exact with the golden semantics) on an image of the ymm
-registers. Everything else runs at native speed. By default calls execute in a worker process
-(forked; the arenas are shared memory), so a guest fault becomes a :class:`SimulationError`
-naming the guest RIP and instruction instead of killing the caller; ``in_process=True`` runs
-them in the calling process (faster per call; a fault kills it).
+registers. Everything else runs at native speed. By default calls execute in a contained worker
+process (:mod:`tsar.sim.native_engine.worker`: forked, the arenas shared memory, the code
+read-only, every system call but reads and writes of its own pipes refused by a seccomp filter),
+so a guest fault or system call becomes a :class:`SimulationError` naming the guest RIP and
+instruction instead of killing the caller or reaching the host. The system calls the load-time
+decode finds (:data:`~tsar.sim.errors.SYSTEM_CALL_MNEMONICS`) are rewritten into ``ud2`` and
+reported as system calls when reached. ``in_process=True`` runs calls in the calling process
+(faster per call; a fault kills it): **for trusted code only**, since nothing contains it there;
+code with a system call the decode finds is refused when loaded.
 
 Implements :class:`tsar.sim.engine.Machine`, as the Python engine does. Statistics are cheap ones: calls,
 wall time, T-SAR instructions executed per site. Limits: x86-64 hosts with AVX2 only; no
@@ -18,7 +23,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import mmap
-import multiprocessing as mp
+import signal
+import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,9 +37,11 @@ from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.isa.stream import decode_one, decode_stream
 from tsar.sim.elf import load_elf_image
 from tsar.sim.engine import call_options, engine_options, refuse_options
-from tsar.sim.errors import SimulationError
-from tsar.sim.native_engine.faults import FAULT_EXIT, GPR_WORDS, RECORD_WORDS, SIGNALS, recorder
-from tsar.sim.native_engine.rewrite import Site, assemble_stub, patch
+from tsar.sim.errors import SYSTEM_CALL_MNEMONICS, SimulationError, system_call_error
+from tsar.sim.native_engine.faults import AUDIT_ARCH_X86_64, FAULT_EXIT, GPR_WORDS, RECORD_WORDS, SIGNALS
+from tsar.sim.native_engine.rewrite import Site, assemble_stub, patch, refusal_patch
+from tsar.sim.native_engine.worker import Arguments, Worker, WorkerEnded, library
+from tsar.sim.x86.decode import mnemonic
 from tsar.sim.x86.state import GPR_NAMES, MASK64, REGISTER_BYTES
 
 PAGE = 4096
@@ -115,14 +123,14 @@ class NativeMachine:
         self.timeout, self.in_process = timeout, in_process
         self.symbols: dict[str, int] = {}
         self.sites: dict[int, Site] = {}
+        self.refused: dict[int, tuple[int, str]] = {}  # system call -> (length, text); now ud2
         self._stub_of: list[tuple[int, int, int]] = []  # (stub start, stub end, site address)
         self._counter_of: dict[int, int] = {}
         self._helpers: dict[str, tuple[int, int]] = {}
         self._libs: list[ctypes.CDLL] = []
         self.stats = NativeStats()
         self.heartbeat = None  # never called: a native call is not interrupted to report progress
-        self._worker: mp.Process | None = None
-        self._conn = None
+        self._worker: Worker | None = None
         self._loaded_since_fork = True
 
     # --- loading ---------------------------------------------------------------------------------
@@ -138,9 +146,9 @@ class NativeMachine:
         Returns the load address."""
         addr = self._alloc_code(len(code)) if base is None else base
         self.code.write(addr, code)
+        self._rewrite(addr, addr + len(code))
         for name, offset in (symbols or {}).items():
             self.symbols[name] = addr + offset
-        self._rewrite(addr, addr + len(code))
         return addr
 
     def load_asm(self, source: str, filename: str = "<input>") -> dict[str, int]:
@@ -168,10 +176,10 @@ class NativeMachine:
         self.code.top = addr - self.code.base
         addr = self._alloc_code(image.size)
         self.code.write(addr, image.relocated(addr))
-        for name, offset in image.symbols.items():
-            self.symbols[name] = addr + offset
         for start, end in image.exec_ranges:
             self._rewrite(addr + start, addr + end)
+        for name, offset in image.symbols.items():
+            self.symbols[name] = addr + offset
         return {name: addr + off for name, off in image.symbols.items()}
 
     def address(self, function: str | int) -> int:
@@ -182,8 +190,20 @@ class NativeMachine:
         return self.symbols[function]
 
     def _rewrite(self, start: int, end: int) -> None:
+        """Rewrite the T-SAR sites of ``[start, end)`` into jumps to stubs and its system calls
+        into ``ud2`` (refused when loaded in process)."""
         code = bytes(self.code.read(start, end - start))
-        sites = [Site(d.address, d.length, d.tsar, d.asm) for d in decode_stream(code, base=start)
+        decoded = list(decode_stream(code, base=start))
+        calls = [d for d in decoded if d.x86 is not None and mnemonic(d.x86) in SYSTEM_CALL_MNEMONICS]
+        if calls and self.in_process:
+            raise SimulationError("syscall", "the code makes a system call, and in_process=True runs "
+                                  "trusted code only (nothing contains it there); the worker "
+                                  "refuses it when reached", rip=calls[0].address,
+                                  instruction=calls[0].asm)
+        for d in calls:
+            self.code.write(d.address, refusal_patch(d.length))
+            self.refused[d.address] = (d.length, d.asm)
+        sites = [Site(d.address, d.length, d.tsar, d.asm) for d in decoded
                  if d.is_tsar and d.tsar is not None]
         if not sites:
             return
@@ -266,53 +286,106 @@ class NativeMachine:
         return result
 
     def _invoke_worker(self, entry: int, spec: list, returns: str, timeout: float):
-        if self._worker is None or not self._worker.is_alive() or self._loaded_since_fork:
+        arguments = Arguments.place(spec)
+        if self._worker is None or self._loaded_since_fork or self._worker.pending():
             self._start_worker()
-        self._conn.send((entry, spec, returns))
-        if not self._conn.poll(timeout):
-            self.close()
-            raise SimulationError("limit", f"wall-time limit of {timeout:g} s reached")
         try:
-            status, value = self._conn.recv()
-        except EOFError:
+            rax, xmm0, seconds = self._worker.call(entry, arguments, returns in ("f32", "f64"), timeout)
+        except TimeoutError as exc:
+            self.close()
+            raise SimulationError("limit", str(exc)) from None
+        except WorkerEnded:
             raise self._fault() from None
-        if status == "error":
-            raise SimulationError("native", value)
-        return value
+        except (SimulationError, KeyboardInterrupt):  # a Ctrl-C leaves the guest running: stop it
+            self.close()
+            raise
+        return _returned(returns, rax, xmm0), seconds
 
     def _start_worker(self) -> None:
         self.close()
         record = self.control.read(self.fault_record, 8 * RECORD_WORDS).view(np.uint64)
         record[:] = 0
         self.control.read(self.current_site, 8)[:] = 0
-        recorder()  # built and loaded before the fork
-        ctx = mp.get_context("fork")
-        parent, child = ctx.Pipe()
-        self._worker = ctx.Process(target=_serve, args=(child, self.fault_record), daemon=True)
-        self._worker.start()
-        child.close()
-        self._conn = parent
+        library()  # built and loaded before the fork
+        self._worker = Worker(self.code.base, self.code.size, self.fault_record)
         self._loaded_since_fork = False
 
     def _fault(self) -> SimulationError:
-        """The guest fault that ended the worker, from the fault record."""
-        if self._worker is not None:
-            self._worker.join(5)
-        code = self._worker.exitcode if self._worker is not None else None
+        """The guest fault, system call or exit that ended the worker, from the fault record."""
+        worker, self._worker = self._worker, None
+        code = worker.exit_code() if worker is not None else None
+        if worker is not None:
+            worker.close()
         record = self.control.read(self.fault_record, 8 * RECORD_WORDS).view(np.uint64).copy()
-        self._worker = None
         if code != FAULT_EXIT or record[0] == 0:
-            return SimulationError("native", f"the worker process died (exit code {code})")
-        signal, rip, addr = int(record[0]), int(record[1]), int(record[2])
+            return SimulationError("native", _ending(code))
+        sig, rip, addr = int(record[0]), int(record[1]), int(record[2])
         registers = dict(zip(GPR_NAMES, (int(v) for v in record[GPR_WORDS]), strict=True))
+        name = SIGNALS.get(sig, "")
+        if name == "SIGSYS":
+            site, text = self._call_before(rip)
+            return system_call_error(site, text, addr & 0xFFFFFFFF,
+                                     compat=addr >> 32 != AUDIT_ARCH_X86_64, registers=registers,
+                                     how="stopped by the worker's seccomp filter, which ended the worker")
+        if name == "SIGILL" and rip in self.refused:
+            return system_call_error(rip, self.refused[rip][1], registers["rax"], registers=registers,
+                                     how="replaced by a trap when the code was loaded: it did not execute")
+        interrupt = self._interrupt(rip, name)
+        if interrupt is not None:  # int n reached at run time: #GP (no gate), or int 3's trap
+            at, text = interrupt
+            how = "a breakpoint trap on the host" if name == "SIGTRAP" else \
+                "no such interrupt gate on the host: #GP"
+            return system_call_error(at, text, registers=registers, how=how)
+        at = rip - 1 if name == "SIGTRAP" else rip  # after int3, RIP is past it
+        entered = self._rewritten_site(at)
+        if entered is not None:
+            site, text = entered
+            return SimulationError("ud", f"execution entered the instruction at {site:#x} ({text}) "
+                                   f"{at - site} bytes after its start; the native engine rewrote "
+                                   "that instruction, so code that jumps into it cannot run here "
+                                   "(the Python engine runs it)", rip=at, registers=registers)
+        if name == "SIGTRAP" and self.code.contains(rip - 1) and self.code.read(rip - 1, 1)[0] == 0xCC:
+            return SimulationError("trap", "breakpoint (int3)", rip=rip - 1, instruction="int3",
+                                   registers=registers)
         rip, text = self._guest_instruction(rip)
-        kind = {"SIGSEGV": "memory", "SIGBUS": "memory", "SIGILL": "ud", "SIGFPE": "de"}.get(
-            SIGNALS.get(signal, ""), "native")
-        what = f"{SIGNALS.get(signal, f'signal {signal}')}"
+        kind = {"SIGSEGV": "memory", "SIGBUS": "memory", "SIGILL": "ud", "SIGFPE": "de"}.get(name, "native")
+        what = name or f"signal {sig}"
         if kind == "memory":
             what += f" accessing {addr:#x}"
+            if self.code.contains(addr):
+                what += " (a write to the code, which is read-only while guest code runs)"
+            elif addr == rip:
+                what += " (a jump to memory that is not code: data and the stack are not executable)"
         return SimulationError(kind, what, rip=rip, instruction=text, registers=registers,
                                address=addr if kind == "memory" else None)
+
+    def _rewritten_site(self, address: int) -> tuple[int, str] | None:
+        """The rewritten T-SAR instruction or system call whose bytes hold ``address`` past its
+        first byte (the bytes there are the rewrite's, not the program's)."""
+        for start, length, text in (*((s.address, s.length, s.text) for s in self.sites.values()),
+                                    *((a, n, t) for a, (n, t) in self.refused.items())):
+            if start < address < start + length:
+                return start, text
+        return None
+
+    def _interrupt(self, rip: int, signal_name: str) -> tuple[int, str] | None:
+        """The ``int n`` that raised ``signal_name`` with RIP ``rip``: SIGSEGV at the instruction,
+        SIGTRAP after it (``int 3``)."""
+        at = rip - 2 if signal_name == "SIGTRAP" else rip if signal_name == "SIGSEGV" else None
+        if at is None or not self.code.contains(at):
+            return None
+        d = decode_one(bytes(self.code.read(at, 2)), 0, at)
+        return (at, d.asm) if d.x86 is not None and mnemonic(d.x86) == "int" else None
+
+    def _call_before(self, rip: int) -> tuple[int, str]:
+        """The system call that returns to ``rip`` (its address and text), else ``rip``."""
+        for length in (2, 3):
+            at = rip - length
+            if self.code.contains(at):
+                d = decode_one(bytes(self.code.read(at, length)), 0, at)
+                if d.x86 is not None and d.length == length and mnemonic(d.x86) in SYSTEM_CALL_MNEMONICS:
+                    return at, d.asm
+        return self._guest_instruction(rip)
 
     def _guest_instruction(self, rip: int) -> tuple[int, str]:
         """A fault inside a stub is the T-SAR instruction's; else the instruction at ``rip``."""
@@ -327,15 +400,17 @@ class NativeMachine:
             return rip, d.asm if d.x86 is not None or d.tsar is not None else "(bad)"
         return rip, "?"
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The process id of the worker serving calls (None before the first call, after a
+        fault and in process)."""
+        return self._worker.pid if self._worker is not None else None
+
     def close(self) -> None:
         """Stop the worker process (a later call starts a new one)."""
-        if self._worker is not None and self._worker.is_alive():
-            self._worker.kill()
-            self._worker.join(5)
+        if self._worker is not None:
+            self._worker.close()
         self._worker = None
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # interpreter shutdown
@@ -356,15 +431,33 @@ def _invoke(entry: int, spec: list[tuple[str, int | float]],
     return (None if returns == "none" else int(result)), seconds
 
 
-def _serve(conn, fault_record: int) -> None:
-    """Worker loop: record faults, then execute calls until the pipe closes."""
-    recorder().tsar_record_faults(fault_record)
-    while True:
+def _returned(returns: str, rax: int, xmm0: int) -> int | float | None:
+    """The value of a worker call as ``_invoke`` returns it (ctypes' conversions)."""
+    if returns == "none":
+        return None
+    if returns == "f32":
+        return struct.unpack("<f", (xmm0 & 0xFFFFFFFF).to_bytes(4, "little"))[0]
+    if returns == "f64":
+        return struct.unpack("<d", xmm0.to_bytes(8, "little"))[0]
+    bits = 64 if returns.endswith("64") else 32
+    value = rax & ((1 << bits) - 1)
+    if returns.startswith("i") and value >> (bits - 1):
+        value -= 1 << bits
+    return value
+
+
+def _ending(code: int | None) -> str:
+    """Why the worker ended when no fault was recorded."""
+    if code is None:
+        return "the worker process stopped answering"
+    if code < 0:
         try:
-            entry, spec, returns = conn.recv()
-        except EOFError:
-            return
-        try:
-            conn.send(("ok", _invoke(entry, spec, returns)))
-        except Exception as exc:
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        why = {"SIGKILL": " (out of memory, or killed from outside)",
+               "SIGSYS": " (a system call its seccomp filter refused)"}.get(name, "")
+        return f"the worker process was killed by {name}{why}"
+    if code == FAULT_EXIT:
+        return "the worker process died (its fault record is empty)"
+    return f"the guest ended the worker process (exit code {code})"

@@ -31,6 +31,7 @@ SAVED_GPRS = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "rbx"
 _PUSHED = RED_ZONE + 8 + 8 * len(SAVED_GPRS)  # bytes rsp moves before the address is computed
 JMP_REL32 = 5
 INT3 = 0xCC
+UD2 = b"\x0f\x0b"
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,9 @@ def patch(site: Site, stub: int) -> bytes:
     if not -(1 << 31) <= rel < (1 << 31):
         raise ValueError(f"stub at {stub:#x} out of jmp rel32 range of site {site.address:#x}")
     return b"\xe9" + rel.to_bytes(4, "little", signed=True) + bytes([INT3]) * (site.length - JMP_REL32)
+
+
+def refusal_patch(length: int) -> bytes:
+    """The bytes replacing a system call of ``length`` bytes (at least 2): ``ud2``, then ``int3``
+    padding; the worker's SIGILL there is reported as the system call."""
+    return UD2 + bytes([INT3]) * (length - len(UD2))

@@ -6,6 +6,11 @@ layer takes over: it loads the GPRs and flags, executes pre-compiled blocks (vec
 the simple scalar subset of :mod:`tsar.sim.x86.scalar`, following ``jmp``/``jcc``) until it meets an
 instruction only Unicorn can run, writes the registers back and sets RIP there. Unicorn therefore
 never executes a VEX instruction (it cannot execute VEX.256 and mis-executes VEX.128).
+
+System calls (:data:`~tsar.sim.errors.SYSTEM_CALL_MNEMONICS`) are refused: the sweep hooks each
+one, and Unicorn's ``syscall`` / ``sysenter`` instruction hooks and interrupt hook catch those it
+reaches otherwise; each is a :class:`~tsar.sim.errors.SimulationError` of kind ``syscall`` naming
+the instruction (Unicorn alone would treat ``syscall`` as a no-op).
 """
 
 from __future__ import annotations
@@ -24,13 +29,12 @@ from tsar.isa.assembler import Program, assemble
 from tsar.isa.config import VECTOR_REGISTERS
 from tsar.sim.elf import load_elf_image
 from tsar.sim.engine import call_options, engine_options, refuse_options
-from tsar.sim.errors import GuestFault, SimulationError
+from tsar.sim.errors import SYSTEM_CALL_MNEMONICS, GuestFault, SimulationError, system_call_error
 from tsar.sim.memory import PAGE, GuestMemory, Span
 from tsar.sim.python_engine.blocks import SCALAR, TSAR, VECTOR, BlockCache, Insn
 from tsar.sim.python_engine.ucfast import GPR_IDS, XMM_IDS, Hooks, RegBatch, emu_stop, set_rip
 from tsar.sim.stats import MemoryTrace, Stats
 from tsar.sim.x86 import flags as fl
-from tsar.sim.x86.decode import decode, is_vex
 from tsar.sim.x86.state import GPR_NAMES, MASK64, REGISTER_BYTES, CpuState
 
 _PERMS = {"rx": unicorn.UC_PROT_READ | unicorn.UC_PROT_EXEC,
@@ -133,6 +137,10 @@ class PythonMachine:
         self._hooks.code(self._on_block, self.mem.code_start, self.mem.code_end - 1, block=True)
         self._hooks.invalid(self._on_invalid)
         self._hooks.invalid_memory(self._on_bad_access)
+        self._refused: set[int] = set()  # system-call sites hooked by the sweep
+        for insn_id in (X.UC_X86_INS_SYSCALL, X.UC_X86_INS_SYSENTER):
+            self.uc.hook_add(unicorn.UC_HOOK_INSN, self._on_system_instruction, None, 1, 0, insn_id)
+        self.uc.hook_add(unicorn.UC_HOOK_INTR, self._on_interrupt)
 
     # --- loading ---------------------------------------------------------------------------------
     def load_code(self, code: bytes, symbols: Mapping[str, int] | None = None,
@@ -177,19 +185,26 @@ class PythonMachine:
         return {k: addr + v for k, v in image.symbols.items()}
 
     def _scan(self, start: int, end: int) -> None:
-        """Linear sweep: hook every VEX / T-SAR instruction; note legacy SSE use."""
+        """Linear sweep: hook every VEX / T-SAR instruction and every system call; note legacy
+        SSE use."""
         addr = start
         while addr < end:
             insn = self.cache.insn(addr)
             if insn.cls != SCALAR:
-                if addr not in self._hooked:
-                    self._hooks.code(self._on_vector, addr, addr)
-                    self._hooked.add(addr)
-            elif not self.legacy_sse and insn.mnemonic != "(bad)":
-                ins = decode(self.mem.read(addr, min(15, end - addr)), addr)
-                if not is_vex(ins) and "xmm" in insn.text:
-                    self.legacy_sse = True
+                self._hook_vector(addr)
+            elif insn.mnemonic in SYSTEM_CALL_MNEMONICS:
+                if addr not in self._refused:
+                    self._hooks.code(self._on_refused, addr, addr)
+                    self._refused.add(addr)
+            elif not self.legacy_sse and _legacy_sse(insn):
+                self.legacy_sse = True
             addr += insn.length
+
+    def _hook_vector(self, addr: int) -> None:
+        """Let the Python layer execute the instruction at ``addr`` whenever Unicorn reaches it."""
+        if addr not in self._hooked:
+            self._hooks.code(self._on_vector, addr, addr)
+            self._hooked.add(addr)
 
     def close(self) -> None:
         """Nothing to release: guest memory and Unicorn go with the object."""
@@ -427,6 +442,47 @@ class PythonMachine:
         if self.st.trace is not None:
             self.st.trace.append((address, size, write))
 
+    def _on_refused(self, handle: int, address: int, size: int) -> None:
+        """A system call the sweep found: refused before it executes."""
+        self._error = self._system_call(address)
+        emu_stop(handle)
+
+    def _on_system_instruction(self, uc: unicorn.Uc, user_data: object) -> None:
+        """``syscall`` / ``sysenter`` reached by a path the sweep did not see (RIP is its
+        address); without this hook Unicorn would run it as a no-op."""
+        try:
+            if self._error is None:
+                self._error = self._system_call(uc.reg_read(X.UC_X86_REG_RIP))
+        except BaseException as exc:
+            self._error = _hook_error(exc)
+        uc.emu_stop()
+
+    def _on_interrupt(self, uc: unicorn.Uc, number: int, user_data: object) -> None:
+        """A CPU exception or ``int n``: #DE is reported at the division (RIP); after ``int n``
+        and ``int3`` / ``int1`` RIP is past the instruction."""
+        try:
+            if self._error is None:
+                self._error = self._interrupt_error(uc.reg_read(X.UC_X86_REG_RIP), number)
+        except BaseException as exc:
+            self._error = _hook_error(exc)
+        uc.emu_stop()
+
+    def _interrupt_error(self, rip: int, number: int) -> SimulationError:
+        regs = self._unicorn_registers()
+        before = self.mem.read(rip - 2, 2) if self.mem.accessible(rip - 2, 2, False) else b""
+        if before == bytes([0xCD, number]):
+            return self._system_call(rip - 2)
+        if number in (1, 3) and before[-1:] == (b"\xcc" if number == 3 else b"\xf1"):
+            return self._fault(GuestFault("trap", f"breakpoint (int{number})"), rip - 1, regs)
+        if number == 0:
+            return self._fault(GuestFault("de", "division error (#DE)"), rip, regs)
+        return self._fault(GuestFault("exception", f"CPU exception {number}"), rip, regs)
+
+    def _system_call(self, rip: int) -> SimulationError:
+        regs = self._unicorn_registers()
+        text = self._fault(GuestFault("syscall", ""), rip, regs).instruction
+        return system_call_error(rip, text, regs["rax"], registers=regs)
+
     def _unicorn_block(self, address: int, size: int) -> _UBlock:
         insns, addr = [], address
         while addr < address + size and addr not in self._hooked:
@@ -575,6 +631,11 @@ class PythonMachine:
         self.stats = s
         if self.st.trace is not None:
             self.trace = MemoryTrace.from_list(self.st.trace)
+
+
+def _legacy_sse(insn: Insn) -> bool:
+    """Whether a scalar-class (legacy-encoded) instruction names an xmm register."""
+    return insn.mnemonic != "(bad)" and "xmm" in insn.text
 
 
 def _array_label(index: int, arr: np.ndarray) -> str:
