@@ -7,6 +7,14 @@ the simple scalar subset of :mod:`tsar.sim.x86.scalar`, following ``jmp``/``jcc`
 instruction only Unicorn can run, writes the registers back and sets RIP there. Unicorn therefore
 never executes a VEX instruction (it cannot execute VEX.256 and mis-executes VEX.128).
 
+Code the sweep does not see (a jump into the middle of an instruction, whose bytes decode into
+another stream) is found when Unicorn first translates it: every new translation block is decoded
+as Unicorn will run it, and a vector, T-SAR or other non-legacy instruction in it that has no hook
+yet gets one, the block is dropped from Unicorn's cache and execution restarts at its start (no
+instruction of it has run), so the Python layer executes the instruction. Code cannot be written
+at run time: the code region is read-only and the data region and stack are not executable (a
+write or fetch there is a memory fault naming the address).
+
 System calls (:data:`~tsar.sim.errors.SYSTEM_CALL_MNEMONICS`) are refused: the sweep hooks each
 one, and Unicorn's ``syscall`` / ``sysenter`` instruction hooks and interrupt hook catch those it
 reaches otherwise; each is a :class:`~tsar.sim.errors.SimulationError` of kind ``syscall`` naming
@@ -402,6 +410,13 @@ class PythonMachine:
             key = (address, size)
             ub = self._ublocks.get(key)
             if ub is None:
+                unseen = self._unseen(address, size)
+                if unseen:  # code the sweep did not see: hook it, retranslate, start the block again
+                    for addr in unseen:
+                        self._hook_vector(addr)
+                    self.uc.ctl_remove_cache(address, address + max(size, 1))
+                    set_rip(handle, address)
+                    return
                 ub = self._ublocks[key] = self._unicorn_block(address, size)
             ub.hits += 1
             self._counted += len(ub.insns)
@@ -482,6 +497,24 @@ class PythonMachine:
         regs = self._unicorn_registers()
         text = self._fault(GuestFault("syscall", ""), rip, regs).instruction
         return system_call_error(rip, text, regs["rax"], registers=regs)
+
+    def _unseen(self, address: int, size: int) -> list[int]:
+        """Instructions of Unicorn's new block at ``address`` that only the Python layer may
+        execute but have no hook (code the load-time sweep did not decode). Legacy SSE there
+        (which the sweep would have noted) makes the layers share the xmm registers from now."""
+        out, addr = [], address
+        while addr < address + max(size, 1):
+            try:
+                insn = self.cache.insn(addr)
+            except GuestFault:
+                break
+            if insn.cls != SCALAR and addr not in self._hooked:
+                out.append(addr)
+            elif insn.cls == SCALAR and not self.legacy_sse and _legacy_sse(insn):
+                self._xregs.write()  # the Python layer's vector registers are the current ones
+                self.legacy_sse = True
+            addr += insn.length
+        return out
 
     def _unicorn_block(self, address: int, size: int) -> _UBlock:
         insns, addr = [], address
