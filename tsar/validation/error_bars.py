@@ -15,6 +15,7 @@ and ``<family>/gemm`` (N > 1, token-blocked). Values are fractions (0.12 = 12 %)
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,11 +59,34 @@ class ErrorTable:
                 return self.errors[key]
         return None
 
-    def describe(self) -> str:
+    @property
+    def measured_cpu(self) -> str:
+        """The CPU model the table was measured on (the stamp's machine without its uarch and core
+        count: ``"AMD EPYC (zen4), 2 core(s) visible"`` -> ``"AMD EPYC"``)."""
+        machine = self.stamp.get("machine", "")
+        found = re.fullmatch(r"(.*) \([^()]*\), \d+ core\(s\) visible", machine)
+        return (found.group(1) if found else machine).strip()
+
+    def other_cpu(self, host_cpu: str | None = None) -> bool:
+        """Whether the table was measured on another CPU model than ``host_cpu`` (default this
+        host's, /proc/cpuinfo's model name); a table without a machine counts as another CPU."""
+        return self.measured_cpu != (host_cpu if host_cpu is not None else host_cpu_model()).strip()
+
+    def describe(self, host_cpu: str | None = None) -> str:
         s = self.stamp
+        host = host_cpu if host_cpu is not None else host_cpu_model()
+        where = (f"; measured on another CPU than this host's {host}: the errors on this one may differ"
+                 if self.other_cpu(host) else "")
         return (f"model error bars: mean |error| per kernel family of `tsar validate-model` on "
                 f"{s.get('machine', '?')} ({s.get('date', '?')}, commit {s.get('commit', '?')}; "
-                f"{self.source})")
+                f"{self.source}){where}")
+
+
+def host_cpu_model() -> str:
+    """This host's CPU model (/proc/cpuinfo's model name, as the host platform reads it)."""
+    from tsar.sim.platforms import host
+
+    return host(measure=False).core.model
 
 
 def table_of(v: Validation) -> dict[str, dict[str, float]]:
@@ -118,4 +142,5 @@ def load() -> ErrorTable | None:
     return None
 
 
-__all__ = ["ErrorTable", "cache_path", "family_of", "load", "read", "save", "shipped_path", "table_of"]
+__all__ = ["ErrorTable", "cache_path", "family_of", "host_cpu_model", "load", "read", "save", "shipped_path",
+           "table_of"]
