@@ -1,15 +1,20 @@
-"""``tsar report``: one HTML page with the comparison's tables and plots (matplotlib, PNG inline).
+"""``tsar report``: one HTML page that answers first, then shows the figures, then the tables.
 
-Sections: the host roofline with every kernel placed on it; T-SAR / TL2 speedups per platform on
-the BitNet-b1.58-2B-4T layers, for decode (GEMV) and for prefill (GEMM at N = 128, token-blocked
-kernels on both sides); memory traffic per token (the paper's Figure 9 metric); modelled
-thread scaling; decode and prefill estimates next to the paper's Table III; the RTL area breakdown
-next to the paper's Table II.
+Page order: the answer (per platform and phase, the best T-SAR kernel against TL2 and against the
+best native kernel on the BitNet-b1.58-2B-4T layers, like for like: modelled / modelled on the
+modelled platforms, measured / measured on the host, with error bars); the figures (the host
+roofline under its measured DRAM, cache and int8 compute roofs, speedups for decode (GEMV) and
+prefill (GEMM at N = 128, token-blocked kernels on both sides), memory traffic per token (the
+paper's Figure 9 metric), modelled thread scaling, the RTL area next to the paper's Table II);
+tables with units, a few columns each (per kernel and layer, models next to the paper's Table III,
+area); links to the raw data, written beside the page as CSV (and Parquet where pyarrow is
+installed); provenance.
 """
 
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import io
 from collections.abc import Callable, Sequence
@@ -21,7 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from tsar.compare import Comparison, compare
+from tsar.compare import MEASURED, MODELLED, Comparison, Row, compare
 from tsar.console import Steps, detail
 from tsar.estimate.layer import modelled, platform_named
 from tsar.estimate.model import ModelEstimate, evaluate
@@ -55,13 +60,13 @@ def _family(kernel: str, family: str) -> str:
 
 
 def roofline_plot(comp: Comparison, bandwidth_gbs: float, roofs: dict[str, float] | None = None,
-                  compute_gops: float | None = None) -> plt.Figure:
+                  compute: dict[str, float] | None = None) -> plt.Figure:
     """Gop/s against ops per weight byte: the measured DRAM roof, the platform's cache roofs
-    (``roofs``: name -> GB/s) and an int8 compute roof; per kernel family the best kernel, measured
-    (filled marker, error bar: spread over rounds) and modelled (open marker, error bar: the model's
-    validated error for the family), each placed by the time obtained its own way."""
-    from tsar.compare import MEASURED, MODELLED
-
+    (``roofs``: name -> GB/s) and the int8 compute roofs (``compute``: label -> Gop/s, the highest
+    solid: the host's widest SIMD, the others dashed, see :func:`compute_roofs`); per kernel family
+    the best kernel, measured (filled marker, error bar: spread over rounds) and modelled (open
+    marker, error bar: the model's validated error for the family), each placed by the time
+    obtained its own way."""
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     xs = [0.5, 64]
     ax.plot(xs, [bandwidth_gbs * x for x in xs], "k--", lw=1,
@@ -69,8 +74,9 @@ def roofline_plot(comp: Comparison, bandwidth_gbs: float, roofs: dict[str, float
     for i, (name, gbs) in enumerate((roofs or {}).items()):
         ax.plot(xs, [gbs * x for x in xs], ":", lw=1, color=f"C{7 + i % 3}",
                 label=f"{name} roof ({gbs:.0f} GB/s)")
-    if compute_gops:
-        ax.axhline(compute_gops, color="k", lw=1, label=f"int8 compute roof ({compute_gops:.0f} Gop/s)")
+    for i, (label, gops) in enumerate(sorted((compute or {}).items(), key=lambda kv: -kv[1])):
+        ax.axhline(gops, color="k", lw=1 if i == 0 else 0.8, ls="-" if i == 0 else "-.",
+                   label=f"{label} int8 compute roof ({gops:.0f} Gop/s, 1 thread)")
     ops = 2.0 * comp.N * comp.M * comp.K
     markers = "osD^v<>ph*"
     fams = sorted({_family(r.kernel, r.family) for r in comp.rows})
@@ -104,17 +110,24 @@ def roofline_plot(comp: Comparison, bandwidth_gbs: float, roofs: dict[str, float
 
 
 def _ratio_error(a: float | None, b: float | None) -> float | None:
-    """Relative error of a ratio of two modelled times with relative errors ``a`` and ``b``
-    (independent errors added in quadrature)."""
+    """Relative error of a ratio of two times with relative errors ``a`` and ``b`` (independent
+    errors added in quadrature)."""
     return None if a is None or b is None else (a * a + b * b) ** 0.5
+
+
+def _row_error(r: Row, how: str) -> float | None:
+    """A time's relative error bar: the model's validated error (modelled) or half the spread of
+    the per-round fastest calls (measured)."""
+    if how == MODELLED:
+        return r.model_error
+    return None if r.spread is None else r.spread / 2
 
 
 def speedup_plot(platform_layers: dict[str, list[Comparison]], phase: str = "GEMV (decode)") -> plt.Figure:
     """Best T-SAR kernel over TL2 per platform and shape: modelled / modelled everywhere (error bar:
     the model's validated errors of both families, in quadrature) and, for the host, a second
-    group measured / measured (T-SAR through the proxy engine)."""
-    from tsar.compare import MEASURED, MODELLED
-
+    group measured / measured (T-SAR through the proxy engine; error bar: half the spreads of both,
+    in quadrature)."""
     groups: list[tuple[str, str, list[Comparison]]] = []
     for name, comps in platform_layers.items():
         groups.append((f"{name}\nmodelled", MODELLED, comps))
@@ -130,9 +143,7 @@ def speedup_plot(platform_layers: dict[str, list[Comparison]], phase: str = "GEM
             t = c.best("T-SAR", how)
             s = c.speedup(t, how) if t is not None else None
             speed.append(s or 0.0)
-            e = None
-            if how == MODELLED and s and t is not None:
-                e = _ratio_error(t.model_error, c.baseline.model_error)
+            e = _ratio_error(_row_error(t, how), _row_error(c.baseline, how)) if s and t is not None else None
             errs.append(s * e if s and e else 0.0)
         pos = [i + (j - (len(shapes) - 1) / 2) * width for i in range(len(groups))]
         n = groups[0][2][j].N
@@ -256,40 +267,353 @@ def provenance(repeats: int) -> dict[str, str]:
             "seeds": "weights and activations from numpy seed 0 (tsar.simulate.counts, tsar.kernels.bench)"}
 
 
-def _table(obj) -> str:
-    """A result's HTML table (:class:`tsar.frames.Tabular`)."""
-    return obj._repr_html_()
+# --- roofs -------------------------------------------------------------------------------------------
+
+ISA_LABELS = {"avx2": "AVX2", "avx512": "AVX-512 VNNI"}
 
 
-def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt.Figure | None, str]]:
-    """(file stem, title, figure, HTML below it) of every section, in page order."""
+def compute_roofs(plat=None) -> dict[str, float]:
+    """The host's one-thread int8 compute roofs in Gop/s by instruction set: AVX2 and, where the
+    host runs it, AVX-512 VNNI, each measured by the peak probe (``kernels/native/peak.c``:
+    independent ``vpmaddubsw`` + ``vpaddw``, or ``vpdpbusd``, no loads). Without the native
+    library, from the core's instruction table: 256-bit ``vpmaddubsw`` (64 ops) and, on a core with
+    a 512-bit datapath, ``vpdpbusd zmm`` (128 ops) at their reciprocal throughputs."""
+    try:
+        from tsar.kernels.baselines import cpu_isa, int8_peak
+
+        isas = ["avx2", "avx512"] if cpu_isa() == "avx512" else ["avx2"]
+        return {f"{ISA_LABELS[isa]} (measured)": int8_peak(isa) / 1e9 for isa in isas}
+    except (ImportError, OSError, ValueError):
+        pass
+    if plat is None:
+        from tsar.sim.platforms import host
+
+        plat = host(measure=False)
+    ghz, table = plat.core.frequency_ghz, plat.uarch()
+    out = {"AVX2 (instruction table)":
+           64 / table.lookup("vpmaddubsw", ("ymm", "ymm", "ymm")).recip_throughput * ghz}
+    if plat.core.vector_bits >= 512:
+        out["AVX-512 VNNI (instruction table)"] = \
+            128 / table.lookup("vpdpbusd", ("zmm", "zmm", "zmm")).recip_throughput * ghz
+    return out
+
+
+# --- numbers with units --------------------------------------------------------------------------------
+
+def _us(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    us = seconds * 1e6
+    return f"{us:,.0f} us" if us >= 100 else f"{us:.1f} us" if us >= 10 else f"{us:.2f} us"
+
+
+def _x(ratio: float | None, rel_error: float | None = None) -> str:
+    """A ratio, with its error bar (``rel_error``: relative) where known."""
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}x" + (f" ± {ratio * rel_error:.2f}" if rel_error else "")
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
+
+
+def _tps(tokens_per_second: float | None) -> str:
+    if tokens_per_second is None:
+        return "-"
+    return f"{tokens_per_second:,.0f} tok/s" if tokens_per_second >= 100 else f"{tokens_per_second:.1f} tok/s"
+
+
+def _pct(fraction: float | None) -> str:
+    return "-" if fraction is None else f"±{100 * fraction:.0f}%"
+
+
+def _mb(nbytes: float | None) -> str:
+    return "-" if not nbytes else f"{nbytes / 1e6:.2f} MB"
+
+
+def _shape(c: Comparison) -> str:
+    return f"{c.N}x{c.M}x{c.K}"
+
+
+# --- the answer ----------------------------------------------------------------------------------------
+
+PHASES = {"decode": "Decode (GEMV, 1 token)", "prefill": f"Prefill (GEMM, N = {PREFILL_TOKENS} tokens)"}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The best T-SAR kernel against TL2 and against the best native kernel on one layer, both
+    times of each ratio obtained the same way (``how``); errors relative (model error or half the
+    measured spread of both sides, in quadrature)."""
+
+    phase: str
+    platform: str
+    how: str
+    shape: str
+    tsar: str
+    over_tl2: float
+    tl2_error: float | None
+    native: str
+    over_native: float
+    native_error: float | None
+
+
+def _phases(data: ReportData) -> list[tuple[str, dict[str, list[Comparison]]]]:
+    return [(phase, groups) for phase, groups in (("decode", data.platform_layers),
+                                                  ("prefill", data.platform_gemm or {})) if groups]
+
+
+def _how(platform: str, comps: Sequence[Comparison]) -> str:
+    """Like for like: measured / measured on the host (where it was measured), modelled / modelled
+    on the modelled platforms."""
+    return MEASURED if platform == "host" and all(c.measured for c in comps) else MODELLED
+
+
+def answers(data: ReportData) -> list[Answer]:
+    """Per phase, platform and layer: the best T-SAR kernel against TL2 and the best native."""
+    out = []
+    for phase, groups in _phases(data):
+        for platform, comps in groups.items():
+            how = _how(platform, comps)
+            for c in comps:
+                t, n = c.best("T-SAR", how), c.best("native", how)
+                base = c.baseline
+                if t is None or n is None or not base.time(how):
+                    continue
+                tt, te = t.time(how), _row_error(t, how)
+                out.append(Answer(phase, platform, how, _shape(c), t.kernel,
+                                  base.time(how) / tt, _ratio_error(te, _row_error(base, how)),
+                                  n.kernel, n.time(how) / tt, _ratio_error(te, _row_error(n, how))))
+    return out
+
+
+def _span(values: Sequence[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}x to {hi:.2f}x"
+
+
+def headline(rows: Sequence[Answer]) -> list[str]:
+    """One sentence per phase (HTML): the ranges of the answer's ratios over layers and platforms,
+    the modelled platforms and the host's measurements stated apart."""
+    out = []
+    for phase, title in PHASES.items():
+        mine = [a for a in rows if a.phase == phase]
+        if not mine:
+            continue
+        parts = []
+        modelled_rows = [a for a in mine if a.how == MODELLED]
+        if modelled_rows:
+            names = ", ".join(dict.fromkeys(a.platform for a in modelled_rows))
+            parts.append(f"on the modelled platforms ({html.escape(names)}; modelled / modelled) the best "
+                         f"T-SAR kernel is <b>{_span([a.over_tl2 for a in modelled_rows])} TL2</b> and "
+                         f"<b>{_span([a.over_native for a in modelled_rows])} the best native kernel</b>")
+        measured_rows = [a for a in mine if a.how == MEASURED]
+        if measured_rows:
+            parts.append("on this host, measured / measured (T-SAR through the proxy engine), "
+                         f"<b>{_span([a.over_tl2 for a in measured_rows])} TL2</b> and "
+                         f"<b>{_span([a.over_native for a in measured_rows])} the best native kernel</b>")
+        layers = len(dict.fromkeys(a.shape for a in mine))
+        out.append(f"<b>{html.escape(title)}</b>, over {layers} layer shape(s): " + "; ".join(parts) + ".")
+    return out
+
+
+# --- tables ----------------------------------------------------------------------------------------------
+
+MAX_COLUMNS = 8
+"""No table of the page has more columns (tests/front/test_compare_report.py checks it)."""
+
+
+def _table(caption: str, head: Sequence[str], rows: Sequence[Sequence[str]], *,
+           names: int | Sequence[int] = 1, note: str = "", css: str = "") -> str:
+    """An HTML table of formatted cells: the name columns (the first ``names``, or those indices)
+    left-aligned and never broken, the others numbers with units; ``note`` below it."""
+    assert len(head) <= MAX_COLUMNS, f"{caption}: {len(head)} columns"
+    cls = f" class='{css}'" if css else ""
+    named = set(range(names)) if isinstance(names, int) else set(names)
+
+    def cells(row: Sequence[str], tag: str) -> str:
+        return "".join(f"<{tag}{' class=n' if i in named else ''}>{html.escape(v)}</{tag}>"
+                       for i, v in enumerate(row))
+
+    body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
+    foot = f"<p class='note'>{note}</p>" if note else ""
+    return (f"<p class='cap'>{html.escape(caption)}</p><table{cls}><thead><tr>{cells(head, 'th')}</tr>"
+            f"</thead><tbody>{body}</tbody></table>{foot}")
+
+
+def _answer_table(rows: Sequence[Answer]) -> str:
+    out = []
+    for phase, title in PHASES.items():
+        mine = [a for a in rows if a.phase == phase]
+        if not mine:
+            continue
+        body = [[a.platform, a.how, a.shape, a.tsar, _x(a.over_tl2, a.tl2_error), a.native,
+                 _x(a.over_native, a.native_error)] for a in mine]
+        out.append(_table(title, ["platform", "timed", "layer NxMxK", "best T-SAR", "vs TL2",
+                                  "best native", "vs best native"], body, names=(0, 1, 2, 3, 5)))
+    return "".join(out)
+
+
+def _kernel_table(phase: str, platform: str, comps: Sequence[Comparison], how: str) -> str:
+    """Kernels x layers: time per layer call and the speedup over TL2, all obtained ``how``."""
+    first = comps[0]
+    kernels = [r.kernel for r in sorted((r for r in first.rows if r.time(how)),
+                                        key=lambda r: r.time(how))]  # type: ignore[arg-type,return-value]
+    modelled_here = how == MODELLED
+    head = ["kernel", "bits/weight"] + (["model error"] if modelled_here else []) + [_shape(c) for c in comps]
+    body = []
+    for kernel in kernels:
+        r0 = first.row(kernel)
+        line = [kernel, f"{r0.bits_per_weight:.2f} b"] + ([_pct(r0.model_error)] if modelled_here else [])
+        for c in comps:
+            try:
+                r = c.row(kernel)
+            except KeyError:
+                line.append("-")
+                continue
+            t = r.time(how)
+            spread = f" {_pct(r.spread / 2)}" if how == MEASURED and r.spread is not None and t else ""
+            line.append("-" if t is None else f"{_us(t)}{spread} ({_x(c.speedup(r, how))})")
+        body.append(line)
+    threads = first.threads
+    caption = (f"{PHASES[phase]} on {platform}, {how}, {threads} thread{'s' if threads > 1 else ''}: "
+               "time per layer call (speedup over TL2, "
+               + ("measured / measured" if how == MEASURED else "modelled / modelled") + ")")
+    note = ""
+    if how == MEASURED:
+        note = ("±: half the spread of the per-round fastest calls; natives in their AVX2 builds, T-SAR "
+                "through the proxy engine (one thread)")
+    skipped = dict.fromkeys(f"{k} ({why})" for c in comps for k, why in c.skipped)
+    if skipped and how == MEASURED:
+        note += "; not measured: " + html.escape("; ".join(skipped))
+    return _table(caption, head, body, note=note)
+
+
+def _traffic_table(comps: Sequence[Comparison]) -> str:
+    first = comps[0]
+    rows = sorted((r for r in first.rows if r.bytes_per_token), key=lambda r: r.bytes_per_token or 0.0)
+    body = []
+    for r0 in rows:
+        line = [r0.kernel, f"{r0.bits_per_weight:.2f} b"]
+        for c in comps:
+            r, base = c.row(r0.kernel), c.baseline.bytes_per_token
+            ratio = f" ({r.bytes_per_token / base:.2f}x TL2)" if r.bytes_per_token and base else ""
+            line.append(_mb(r.bytes_per_token) + ratio)
+        body.append(line)
+    return _table("Memory traffic per token: bytes loaded and stored by the kernel's instructions "
+                  "(simulated; the paper's Figure 9 metric)", ["kernel", "bits/weight",
+                                                               *(_shape(c) for c in comps)], body)
+
+
+def _model_tables(models: Sequence[ModelEstimate]) -> str:
+    decode = [[m.model, m.platform, str(m.threads), _tps(m.decode_tsar_tps), _tps(m.decode_tl2_tps),
+               _x(m.decode_tsar_tps / m.decode_tl2_tps), _tps(m.reported_tps())] for m in models]
+    prefill = [[m.model, m.platform, str(m.threads), _seconds(m.prefill_seconds("tsar")),
+                _seconds(m.prefill_seconds("tl2")), _x(m.prefill_seconds("tl2") / m.prefill_seconds("tsar"))]
+               for m in models]
+    return (_table("Decode: tokens per second (BitLinear layers only, modelled), next to the paper's "
+                   "Table III", ["model", "platform", "threads", "T-SAR", "TL2", "T-SAR vs TL2",
+                                 "paper (T-SAR)"], decode, names=3)
+            + _table(f"Prefill: time for {PREFILL_TOKENS} tokens (BitLinear layers only, modelled)",
+                     ["model", "platform", "threads", "T-SAR", "TL2", "T-SAR vs TL2"], prefill, names=3))
+
+
+def _area_table(data: ReportData) -> str:
+    title = (data.area_text or "").splitlines()[0] if data.area_text else "RTL area"
+    def um2(area: float) -> str:
+        return f"{area:,.0f} um²" if area else "-"
+
+    body = [[r.row, um2(r.base.area_um2), um2(r.tsar.area_um2), f"{r.overhead_pct:+.1f}%",
+             um2(r.paper_base), um2(r.paper_tsar), f"{r.paper_pct:+.1f}%"] for r in data.area_rows or ()]
+    return _table(f"RTL area by block (Table II): {title}; ours sky130 cells, paper TSMC 28 nm; "
+                  "added area in % of the base slice",
+                  ["block", "ours base", "ours T-SAR", "ours added", "paper base", "paper T-SAR",
+                   "paper added"], body)
+
+
+# --- raw data ------------------------------------------------------------------------------------------
+
+def raw_tables(data: ReportData) -> dict[str, list[dict]]:
+    """The page's data as flat records by file name: every comparison row (with its phase), the
+    model estimates and the area rows."""
+    comparisons = [{"phase": phase, **rec} for phase, groups in _phases(data)
+                   for comps in groups.values() for c in comps for rec in c.records()]
+    out = {"comparisons": comparisons, "models": [rec for m in data.models for rec in m.records()]}
+    if data.area_rows:
+        out["area"] = [{"block": r.row, "base_um2": r.base.area_um2, "tsar_um2": r.tsar.area_um2,
+                        "added_pct": r.overhead_pct, "paper_base_um2": r.paper_base,
+                        "paper_tsar_um2": r.paper_tsar, "paper_added_pct": r.paper_pct}
+                       for r in data.area_rows]
+    return out
+
+
+def write_raw(stem: Path, data: ReportData) -> list[Path]:
+    """``<stem>-<table>.csv`` for each of :func:`raw_tables`, and ``.parquet`` where pyarrow is
+    installed; the paths written."""
+    written = []
+    for name, records in raw_tables(data).items():
+        if not records:
+            continue
+        keys = list(dict.fromkeys(k for r in records for k in r))
+        path = Path(f"{stem}-{name}.csv")
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, keys)
+            writer.writeheader()
+            writer.writerows(records)
+        written.append(path)
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            continue
+        pq.write_table(pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in records]),
+                       path.with_suffix(".parquet"))
+        written.append(path.with_suffix(".parquet"))
+    return written
+
+
+# --- the page ------------------------------------------------------------------------------------------
+
+def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt.Figure]]:
+    """(file stem, title, figure) of every plot, in page order."""
     from tsar.sim.platforms import host
 
     plat = host(measure=False)
     ghz = plat.core.frequency_ghz
     roofs = {c.name: c.bandwidth * ghz for c in plat.caches}
-    # int8 compute roof: 256-bit vpmaddubsw (32 multiply-adds = 64 ops) at the core's throughput
-    mad = plat.uarch().lookup("vpmaddubsw", ("ymm", "ymm", "ymm"))
-    compute = 64 / mad.recip_throughput * ghz
     first = data.host_layers[0]
     widest = max(data.host_layers, key=lambda c: c.M * c.K)
-    out = [("roofline", "Roofline (host)", roofline_plot(first, bandwidth_gbs, roofs, compute),
-            "".join(_table(c) for c in data.host_layers)),
-           ("speedup", "Speedup over TL2 per platform", speedup_plot(data.platform_layers),
-            "".join(_table(c) for name, comps in data.platform_layers.items() if name != "host"
-                    for c in comps)),
-           *([("prefill", f"Prefill GEMM (N = {PREFILL_TOKENS}) per platform: token-blocked kernels on both "
-                 "sides", speedup_plot(data.platform_gemm, f"GEMM (prefill, N = {PREFILL_TOKENS})"),
-                 "".join(_table(c) for comps in data.platform_gemm.values() for c in comps))]
-             if data.platform_gemm else []),
-           ("traffic", "Memory traffic per token (Figure 9 metric)", traffic_plot(widest), ""),
-           ("scaling", "Thread scaling (modelled)",
-            scaling_plot(widest.M, widest.K, widest.best_tsar.kernel, SHIPPED), ""),
-           ("models", "Models: decode and prefill (BitLinear layers only) next to the paper's "
-            "Table III", None, "".join(_table(m) for m in data.models))]
+    out = [("roofline", "Roofline (host): every kernel family's best kernel",
+            roofline_plot(first, bandwidth_gbs, roofs, compute_roofs(plat))),
+           ("speedup", "Decode: best T-SAR kernel over TL2 per platform", speedup_plot(data.platform_layers))]
+    if data.platform_gemm:
+        out.append(("prefill", f"Prefill GEMM (N = {PREFILL_TOKENS}) per platform: token-blocked kernels on "
+                    "both sides", speedup_plot(data.platform_gemm, f"GEMM (prefill, N = {PREFILL_TOKENS})")))
+    out += [("traffic", "Memory traffic per token (Figure 9 metric)", traffic_plot(widest)),
+            ("scaling", "Thread scaling (modelled)",
+             scaling_plot(widest.M, widest.K, widest.best_tsar.kernel, SHIPPED))]
     if data.area_rows:
-        out.append(("area", "RTL area (Table II)", area_plot(data.area_rows),
-                    f"<pre>{html.escape(data.area_text or '')}</pre>"))
+        out.append(("area", "RTL area (Table II)", area_plot(data.area_rows)))
+    return out
+
+
+def _tables(data: ReportData) -> list[tuple[str, str]]:
+    """(title, HTML) of every table section, in page order."""
+    out = []
+    for phase, groups in _phases(data):
+        parts = []
+        for platform, comps in groups.items():
+            hows = [MEASURED, MODELLED] if _how(platform, comps) == MEASURED else [MODELLED]
+            parts += [_kernel_table(phase, platform, comps, how) for how in hows]
+        out.append((f"{PHASES[phase]}: every kernel", "".join(parts)))
+    traffic = next(iter(data.platform_layers.values()), None)
+    if traffic:
+        out.append(("Memory traffic", _traffic_table(traffic)))
+    if data.models:
+        out.append(("Models: decode and prefill next to the paper's Table III", _model_tables(data.models)))
+    if data.area_rows:
+        out.append(("RTL area (Table II)", _area_table(data)))
     return out
 
 
@@ -301,46 +625,73 @@ def _error_source(data: ReportData) -> str:
     return "none available (run tsar validate-model)"
 
 
+STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:0 auto;padding:0 16px;line-height:1.4;"
+         "color:#222}"
+         "img{max-width:100%;height:auto;display:block;margin:8px 0}"
+         "table{border-collapse:collapse;font-size:13px;margin:8px 0 4px;max-width:100%}"
+         ".cap{font-weight:bold;font-size:13px;margin:14px 0 2px}"
+         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}"
+         "th{background:#eee;white-space:normal}.n{text-align:left}"
+         "table.text td{white-space:normal;text-align:left}"
+         ".answer{background:#f2f7f2;border-left:4px solid #4a8a4a;padding:6px 14px;font-size:15px}"
+         ".note{font-size:12px;color:#555;margin:0 0 18px}"
+         "h2{border-bottom:1px solid #ddd;padding-bottom:2px;margin-top:32px}")
+
+
 def render(data: ReportData, bandwidth_gbs: float | None = None, *, repeats: int = 20,
            files: Path | None = None) -> str:
     """The HTML page; ``bandwidth_gbs`` is the roofline's DRAM roof (measured here if None).
-    With ``files`` (a path stem) every plot is also written as ``<stem>-<name>.png`` and ``.svg``."""
+    With ``files`` (a path stem) every plot is also written as ``<stem>-<name>.png`` and ``.svg``
+    and the raw data as ``<stem>-<table>.csv`` (and ``.parquet``), linked from the page."""
     if bandwidth_gbs is None:
         from tsar.kernels import bench
 
         bandwidth_gbs = bench.measure_bandwidths([1])[1] / 1e9
+    found = answers(data)
+    error_note = ("± on modelled ratios: the model's validated errors of both kernels' families in "
+                  "quadrature, " + html.escape(_error_source(data)) + "; ± on measured ratios: half the "
+                  "spread of both kernels' per-round fastest calls, in quadrature")
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>T-SAR report</title>",
-             "<style>body{font-family:sans-serif;max-width:1150px;margin:auto}"
-             "table{border-collapse:collapse;font-size:12px;margin:8px 0 16px}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}"
-             "pre{font-size:12px;background:#f6f6f6;padding:8px;overflow-x:auto}</style></head><body>",
-             "<h1>T-SAR: simulated T-SAR kernels against native ternary kernels</h1>",
-             "<p>Like for like: every speedup is a ratio of two times obtained the same way. On "
-             "<code>host</code> each kernel has a <b>measured</b> time (natives natively, T-SAR "
-             "kernels through the proxy engine: their T-SAR instructions replaced by the uops the "
-             "model assumes; all alternating round by round, error bar the spread of the round "
-             "medians) and a <b>modelled</b> one (simulated counts and the timing model); the "
-             "other platforms have modelled times only. Modelled times carry the model's "
-             "validated error for the kernel family on the host: "
-             + html.escape(_error_source(data)) + ". See docs/timing.md for the model and its "
-             "validation.</p>", "<h2>Provenance</h2><table>"]
-    parts += [f"<tr><th>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+             f"<style>{STYLE}</style></head><body>",
+             "<h1>T-SAR against native ternary kernels</h1>",
+             "<h2 id='answer'>The answer</h2>",
+             "<div class='answer'>" + "".join(f"<p>{line}</p>" for line in headline(found))
+             + ("" if found else "<p>No comparison with both a T-SAR and a native kernel.</p>") + "</div>",
+             "<p>Like for like: every ratio divides two times obtained the same way. On the modelled "
+             "platforms both come from the simulated counts and the timing model; on <code>host</code> "
+             "both are measured (natives natively in their AVX2 builds, T-SAR kernels through the proxy "
+             "engine: their T-SAR instructions replaced by the uops the model assumes; all kernels "
+             "alternating round by round). Best native: the fastest native kernel of those timed the "
+             "same way (TL2 included). See docs/timing.md for the model and its validation.</p>",
+             _answer_table(found), f"<p class='note'>{error_note}</p>"]
+    parts.append("<h2 id='figures'>Figures</h2>")
+    for stem, title, fig in _figures(data, bandwidth_gbs):
+        parts.append(f"<h3>{html.escape(title)}</h3>")
+        if files is not None:
+            for ext in ("png", "svg"):
+                fig.savefig(f"{files}-{stem}.{ext}", dpi=110, bbox_inches="tight")
+        parts.append(f"<img alt='{html.escape(title)}' src='data:image/png;base64,{_png(fig)}'>")
+    parts.append("<h2 id='tables'>Tables</h2>")
+    for title, body in _tables(data):
+        parts += [f"<h3>{html.escape(title)}</h3>", body]
+    parts.append("<h2 id='data'>Raw data</h2>")
+    if files is not None:
+        links = ", ".join(f"<a href='{html.escape(p.name)}'>{html.escape(p.name)}</a>"
+                          for p in write_raw(files, data))
+        parts.append(f"<p>Every value of the tables at full precision, beside this page: {links}.</p>")
+    else:
+        parts.append("<p>Not written: <code>tsar report -o PAGE</code> writes the raw data as CSV "
+                     "(and Parquet) beside the page.</p>")
+    parts.append("<h2 id='provenance'>Provenance</h2><table class='text'>")
+    parts += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
               for k, v in provenance(repeats).items()]
-    parts.append("</table>")
-    for stem, title, fig, below in _figures(data, bandwidth_gbs):
-        parts.append(f"<h2>{html.escape(title)}</h2>")
-        if fig is not None:
-            if files is not None:
-                for ext in ("png", "svg"):
-                    fig.savefig(f"{files}-{stem}.{ext}", dpi=110, bbox_inches="tight")
-            parts.append(f"<img alt='{html.escape(title)}' src='data:image/png;base64,{_png(fig)}'>")
-        parts.append(below)
-    parts.append("</body></html>")
+    parts.append("</table></body></html>")
     return "\n".join(parts)
 
 
 def write(path: Path, data: ReportData, repeats: int = 20) -> Path:
-    """The page at ``path`` and its plots beside it (``<stem>-<plot>.png`` / ``.svg``)."""
+    """The page at ``path``, its plots beside it (``<stem>-<plot>.png`` / ``.svg``) and its raw data
+    (``<stem>-<table>.csv`` / ``.parquet``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(data, repeats=repeats, files=path.with_suffix("")))
     return path

@@ -133,7 +133,7 @@ def test_report_renders_every_plot(report) -> None:
     page = path.read_text()
     assert page.count("src='data:image/png;base64,") == 5  # roofline, speedup, prefill, traffic, scaling
     assert "Prefill GEMM (N = 128)" in page and "tsar-c2s4-op-tokens" in page
-    assert "Table III" in page and "<td>tiny</td>" in page and "<pre>" not in page  # HTML tables
+    assert "Table III" in page and "<td class=n>tiny</td>" in page and "<pre>" not in page  # HTML tables
     for field in ("date", "commit", "cpu", "caches", "native repeats", "seeds"):
         assert f"<th>{field}</th>" in page
     for stem in ("roofline", "speedup", "prefill", "traffic", "scaling"):
@@ -142,20 +142,191 @@ def test_report_renders_every_plot(report) -> None:
     assert render(data, bandwidth_gbs=10.0).startswith("<!doctype html>")
 
 
+def test_report_opens_with_the_answer(report) -> None:
+    """The page states the answer before any figure: per phase the best T-SAR kernel's ratios over
+    TL2 and over the best native kernel, with error bars, in a sentence and a table."""
+    path, data = report
+    page = path.read_text()
+    answer = page[page.index("id='answer'"):page.index("id='figures'")]
+    for phase in ("Decode (GEMV, 1 token)", "Prefill (GEMM, N = 128 tokens)"):
+        sentence = re.search(re.escape(phase) + r".*?</p>", answer).group(0)
+        assert re.search(r"\d+\.\d\dx( to \d+\.\d\dx)? TL2", sentence), sentence
+        assert re.search(r"\d+\.\d\dx( to \d+\.\d\dx)? the best native kernel", sentence), sentence
+        assert "modelled / modelled" in sentence
+    rows = _tables(answer)[0]
+    assert rows[0] == ["platform", "timed", "layer NxMxK", "best T-SAR", "vs TL2", "best native",
+                       "vs best native"]
+    assert len(rows) == 1 + sum(len(comps) for comps in data.platform_layers.values())
+    for row in rows[1:]:
+        assert row[1] == "modelled" and row[3].startswith("tsar-")
+        ratio = re.compile(r"\d+\.\d\dx ± \d+\.\d\d")
+        assert ratio.fullmatch(row[4]) and ratio.fullmatch(row[6])
+    assert "measured on another CPU" in answer or "validate-model" in answer  # where the error bars are from
+
+
+def test_report_answers_like_for_like() -> None:
+    """The answer divides measured by measured on the host and modelled by modelled elsewhere; its
+    error bars are half the spreads (measured) or the model errors (modelled), in quadrature."""
+    from tsar.compare import MEASURED, MODELLED, Comparison, Row
+    from tsar.report import ReportData, answers, headline
+
+    rows = (Row("tsar-c2s4-op", "T-SAR", 1.0, 1e5, 2.0, model_error=0.3, measured=2.0, spread=0.2),
+            Row("tl2", "native", 4.0, 3e5, 1.67, model_error=0.4, measured=8.0, spread=0.0),
+            Row("int2", "native", 2.0, 2e5, 2.0, model_error=0.0, measured=3.0, spread=0.1),
+            Row("dense", "native", None, None, 8.0, measured=1.0, spread=0.0))
+    host = [Comparison(1, 256, 384, "host", 1, rows)]
+    laptop = [Comparison(1, 256, 384, "laptop", 1, rows)]
+    found = answers(ReportData(host, {"host": host, "laptop": laptop}, [], None, None))
+    on_host, on_laptop = found
+    assert (on_host.how, on_host.tsar, on_host.native) == (MEASURED, "tsar-c2s4-op", "dense")
+    assert on_host.over_tl2 == pytest.approx(4.0) and on_host.over_native == pytest.approx(0.5)
+    assert on_host.tl2_error == pytest.approx(0.1) and on_host.native_error == pytest.approx(0.1)
+    assert (on_laptop.how, on_laptop.native) == (MODELLED, "int2")  # dense: no modelled time
+    assert on_laptop.over_tl2 == pytest.approx(4.0) and on_laptop.over_native == pytest.approx(2.0)
+    assert on_laptop.tl2_error == pytest.approx(0.5) and on_laptop.native_error == pytest.approx(0.3)
+    (line,) = headline(found)
+    assert "<b>4.00x TL2</b>" in line and "<b>2.00x the best native kernel</b>" in line
+    assert "<b>0.50x the best native kernel</b>" in line and "measured / measured" in line
+
+
+def test_report_tables_are_narrow_and_carry_units(report) -> None:
+    """No table has more than 8 columns; every number of a table carries its unit (us, ms, s, x, %,
+    MB, b, tok/s, um²) and none is in exponent notation."""
+    from tsar.report import MAX_COLUMNS
+
+    path, _ = report
+    page = path.read_text()
+    tables = _tables(page, with_names=True)
+    assert len(tables) >= 8 and MAX_COLUMNS <= 8
+    unit = re.compile(r"\d(?:[\d,]*)(?:\.\d+)? ?(?:us|ms|s|x|%|MB|GB/s|b|tok/s|um²)(?![\w/])")
+    for rows in tables:
+        assert max(len(r) for r in rows) <= MAX_COLUMNS, rows[0]
+        for row in rows[1:]:
+            for name, cell in row:
+                assert not re.search(r"\de[-+]\d", cell), cell
+                if not name and cell != "-" and "text" not in rows[0]:
+                    assert unit.search(cell), f"{cell!r} has no unit ({rows[0]})"
+
+
+def test_report_writes_its_raw_data_as_csv(report) -> None:
+    """The raw values live beside the page (CSV, and Parquet with pyarrow), linked from it, not in it."""
+    import csv
+
+    path, data = report
+    page = path.read_text()
+    comparisons = path.parent / "r-comparisons.csv"
+    with comparisons.open(newline="") as f:
+        records = list(csv.DictReader(f))
+    expected = sum(len(c.rows) for groups in (data.platform_layers, data.platform_gemm)
+                   for comps in groups.values() for c in comps)
+    assert len(records) == expected
+    assert {r["phase"] for r in records} == {"decode", "prefill"}
+    assert all(float(r["modelled_s"]) > 0 for r in records if r["modelled_s"])
+    with (path.parent / "r-models.csv").open(newline="") as f:
+        (model,) = list(csv.DictReader(f))
+    assert model["model"] == "tiny" and float(model["decode_speedup"]) > 0
+    assert "href='r-comparisons.csv'" in page and "href='r-models.csv'" in page
+    assert "modelled_s" not in page and "e-0" not in page  # the raw columns stay out of the page
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return
+    assert pq.read_table(comparisons.with_suffix(".parquet")).num_rows == expected
+    assert "href='r-comparisons.parquet'" in page
+
+
+def _tables(page: str, with_names: bool = False) -> list[list]:
+    """Every table of ``page`` as rows of cell texts (header first; the first row holds the table's
+    class when it has one); with ``with_names``, cells as (is a name column, text)."""
+    from html.parser import HTMLParser
+
+    class Tables(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tables: list[list] = []
+            self.cell: list[str] | None = None
+            self.name = False
+
+        def handle_starttag(self, tag, attrs) -> None:
+            if tag == "table":
+                self.tables.append([])
+                self.css = dict(attrs).get("class") or ""
+            elif tag == "tr":
+                self.tables[-1].append([])
+            elif tag in ("td", "th"):
+                self.cell, self.name = [], dict(attrs).get("class") == "n" or tag == "th"
+
+        def handle_endtag(self, tag) -> None:
+            if tag in ("td", "th") and self.cell is not None:
+                text = "".join(self.cell).strip()
+                self.tables[-1][-1].append((self.name, text) if with_names else text)
+                self.cell = None
+            elif tag == "table" and self.css and self.tables[-1]:
+                self.tables[-1][0] = [*self.tables[-1][0], self.css]
+
+        def handle_data(self, data) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    parser = Tables()
+    parser.feed(page)
+    return parser.tables
+
+
+def _browser() -> str:
+    import shutil
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no Chromium on this machine: the headless browser checks need one "
+                    "(e.g. apt-get install chromium)")
+    return browser
+
+
 def test_report_in_a_headless_browser(report) -> None:
     path, _ = report
     _screenshot_is_not_blank(path, path.parent / "shot.png")
 
 
+def test_report_fits_the_page_in_a_headless_browser(report, tmp_path) -> None:
+    """Rendered 1000 pixels wide, no table and no plot runs past the page's right edge and the page
+    does not scroll sideways (a script in a copy of the page measures; --dump-dom returns it)."""
+    import json
+    import subprocess
+
+    browser = _browser()
+    path, _ = report
+    probe = """<script>window.addEventListener('load', function () {
+      var width = document.documentElement.clientWidth, over = [];
+      document.querySelectorAll('table, img').forEach(function (e) {
+        var right = e.getBoundingClientRect().right;
+        if (right > width + 0.5) over.push(e.tagName + ' ' + Math.round(right) + ' ' +
+                                          (e.previousElementSibling || e).textContent.slice(0, 80));
+      });
+      var out = document.createElement('pre');
+      out.id = 'layout';
+      out.textContent = JSON.stringify({width: width, scroll: document.documentElement.scrollWidth,
+                                        over: over, tables: document.querySelectorAll('table').length});
+      document.body.appendChild(out);
+    });</script>"""
+    copy = path.parent / "layout-check.html"
+    copy.write_text(path.read_text().replace("</body>", probe + "</body>"))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1000,2000",
+                          "--dump-dom", copy.as_uri()], check=True, capture_output=True, text=True,
+                         timeout=120).stdout
+    found = re.search(r"<pre id=\"layout\">(.*?)</pre>", dom)
+    assert found, "the layout probe did not run"
+    layout = json.loads(found.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    assert layout["tables"] >= 8 and 900 <= layout["width"] <= 1000
+    assert layout["over"] == [] and layout["scroll"] <= layout["width"], layout
+
+
 def _screenshot_is_not_blank(page, shot) -> None:
     """Open the page in headless Chromium (when installed) and check that the screenshot shows
     more than a blank page: plots and tables give many distinct pixel values."""
-    import shutil
     import subprocess
 
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if browser is None:
-        pytest.skip("no Chromium on this machine: the headless screenshot check needs one")
+    browser = _browser()
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
                     "--window-size=1200,2400", page.as_uri()], check=True, capture_output=True,
                    timeout=120)

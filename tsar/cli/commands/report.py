@@ -1,4 +1,6 @@
-"""``tsar report``: an HTML page with the comparison's plots and tables."""
+"""``tsar report``: an HTML page that opens with the answer (the best T-SAR kernel against TL2 and
+the best native kernel, per platform and phase, like for like), then its plots and tables; the raw
+data beside it as CSV (and Parquet with pyarrow)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from tsar.cli.argtypes import positive_int
 from tsar.errors import UserError
 
 NAME = "report"
-HELP = "write an HTML report: roofline, speedups, memory traffic, thread scaling, models, RTL area"
+HELP = ("write an HTML report: the answer (T-SAR against TL2 and the best native kernel), roofline, "
+        "speedups, memory traffic, thread scaling, models, RTL area; raw data as CSV beside it")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", default="tsar-report.html", help="HTML file to write")
+    parser.add_argument("-o", "--output", default="tsar-report.html",
+                        help="HTML file to write; its plots (PNG, SVG) and raw data (CSV, Parquet) go "
+                             "beside it as <name>-<part>.<ext>")
     parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
     parser.add_argument("--no-area", action="store_true", help="skip RTL synthesis (about 2 min uncached)")
     parser.add_argument("--sweep", metavar="RESULTS",
@@ -49,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
 
     data = collect(repeats=args.repeats, progress=progress, with_area=not args.no_area)
     path = write(Path(args.output), data, repeats=args.repeats)
-    print(f"wrote {path}")
+    print(f"wrote {path} (raw data beside it: {path.with_suffix('')}-*.csv)")
     return 0
