@@ -13,6 +13,7 @@ from tsar.errors import user_errors
 INTERNAL = {
     "tsar.sim.host_oracle.HostOracleError": "the host oracle's own failure (a test-infrastructure error)",
     "tsar.sim.uarch.table.UarchDataMissing": "a KeyError the timing model catches to fall back",
+    "tsar.sim.native_engine.worker.WorkerEnded": "the worker ended; the engine reports a SimulationError",
     "tsar.sim.errors.GuestFault": "raised inside an engine, which turns it into a SimulationError",
     "tsar.sim.x86.opdefs.Unsupported": "raised while compiling an instruction; the engine reports it",
 }

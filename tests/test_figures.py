@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tsar.cli.main import main
-from tsar.figures import (
+from tsar.cli.figures import (
     Figure,
     Figures,
     cpu_model,
@@ -17,6 +16,7 @@ from tsar.figures import (
     readme_block,
     rewrite_readme,
 )
+from tsar.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -60,7 +60,7 @@ def test_a_quote_the_file_does_not_hold_is_caught(tmp_path) -> None:
 
 def test_tsar_figures_writes_the_file_and_the_readme_table(tmp_path, capsys) -> None:
     """One cheap group measured into a file, then a README copy's table rewritten from it."""
-    from tsar.figures import BEGIN, END
+    from tsar.cli.figures import BEGIN, END
 
     out = tmp_path / "figures.json"
     assert main(["-q", "figures", "--only", "model-error", "-o", str(out), "--note", "a test"]) == 0

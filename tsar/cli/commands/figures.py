@@ -1,5 +1,5 @@
 """``tsar figures``: measure again every figure the README quotes and keep them as data
-(docs/figures.json), stamped with the CPU, core count, date and commit (:mod:`tsar.figures`)."""
+(docs/figures.json), stamped with the CPU, core count, date and commit (:mod:`tsar.cli.figures`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ HELP = ("measure the README's figures again (simulator and native speeds, native
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tsar.figures import DEFAULT_PATH, GROUPS
+    from tsar.cli.figures import DEFAULT_PATH, GROUPS
 
     parser.add_argument("-o", "--output", default=str(DEFAULT_PATH),
                         help=f"the JSON file to write (default {DEFAULT_PATH})")
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tsar import console
-    from tsar.figures import markdown, measure, read, rewrite_readme
+    from tsar.cli.figures import markdown, measure, read, rewrite_readme
 
     out = Path(args.output)
     if args.readme and not Path(args.readme).is_file():
