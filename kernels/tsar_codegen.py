@@ -21,7 +21,7 @@ Callee-saved registers are preserved; ``vzeroupper`` runs before returning.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import groupby
 
 from tsar.isa.instructions import MEMORY_SIZE_NAMES
@@ -34,11 +34,18 @@ def _f32_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
 
 
+LOOP_OMITTED, LOOP_INLINE, LOOP_COUNTED = 0, 1, 2
+"""How :meth:`_Emitter.counted_loop` emits a loop: not at all (count 0), its body once (count 1),
+or a counted loop (count 2 or more, or any positive count when a layout is replayed)."""
+
+
 class _Emitter:
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, loops: Sequence[int] | None = None) -> None:
         self.lines: list[str] = []
         self.prefix = prefix
         self.labels = 0
+        self.loops: list[int] = []  # the form of each counted loop, in emission order
+        self._replay = None if loops is None else iter(loops)
 
     def __call__(self, *lines: str) -> None:
         self.lines += [f"    {line}" for line in lines]
@@ -51,10 +58,19 @@ class _Emitter:
         self.lines.append(f"{label}:")
 
     def counted_loop(self, counter: str, count: int, body: Callable[[], None], name: str) -> None:
-        """``body`` ``count`` times (unrolled once when ``count == 1``, omitted when 0)."""
-        if count <= 0:
+        """``body`` ``count`` times (unrolled once when ``count == 1``, omitted when 0; or in the
+        form the replayed layout gives, a counted loop also for ``count == 1``)."""
+        form = min(max(count, 0), LOOP_COUNTED)
+        if self._replay is not None:
+            replayed = next(self._replay, None)
+            if replayed != form and not (replayed == LOOP_COUNTED and count == 1):
+                raise ValueError(f"loop {name} of {count} iteration(s) cannot take the replayed form "
+                                 f"{replayed}")
+            form = replayed
+        self.loops.append(form)
+        if form == LOOP_OMITTED:
             return
-        if count == 1:
+        if form == LOOP_INLINE:
             body()
             return
         top = self.label(name)
@@ -66,15 +82,33 @@ class _Emitter:
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
+    def replayed_all(self) -> bool:
+        """Whether every replayed loop form was used (True when none are replayed)."""
+        return self._replay is None or next(self._replay, None) is None
+
 
 def function_name(plan: KernelPlan) -> str:
     return plan.name.replace("-", "_")
 
 
-def generate(plan: KernelPlan) -> str:
-    """The kernel's assembly source (one function named :func:`function_name`)."""
+def generate(plan: KernelPlan, *, loops: Sequence[int] | None = None) -> str:
+    """The kernel's assembly source (one function named :func:`function_name`).
+
+    ``loops``: the form of every counted loop (:func:`loop_forms` of another shape of the same
+    kernel) instead of the shape's own: a loop of one iteration is then a counted loop where the
+    other shape has one, so that the two shapes run the same instruction sequence (the simulator
+    extrapolates counts between such shapes). ValueError where the shape cannot take them."""
+    return _emit(plan, loops).text()
+
+
+def loop_forms(plan: KernelPlan) -> tuple[int, ...]:
+    """How :func:`generate` emits each counted loop of ``plan``'s kernel (``LOOP_*``, in order)."""
+    return tuple(_emit(plan, None).loops)
+
+
+def _emit(plan: KernelPlan, loops: Sequence[int] | None) -> _Emitter:
     name = function_name(plan)
-    e = _Emitter(name)
+    e = _Emitter(name, loops)
     ws = plan.workspace_layout
     e.lines += [
         f"; {plan.name}: BitLinear {plan.M} x {plan.K} with {plan.cfg.title}, dataflow {plan.flow}",
@@ -108,7 +142,9 @@ def generate(plan: KernelPlan) -> str:
         f"{name}_im127: .long -127",
     ]
     assert ws["xq"][0] == 0
-    return e.text()
+    if not e.replayed_all():
+        raise ValueError(f"{plan.name} {plan.M} x {plan.K} has fewer counted loops than the replayed layout")
+    return e
 
 
 def _quantize(e: _Emitter, plan: KernelPlan) -> None:

@@ -101,10 +101,16 @@ class KernelPlan:
     flow: str
     M: int
     K: int
+    tile_block: int = 0
+    """``ap-tokens``: tiles per pass instead of as many as ``PARTIAL_SUM_BYTES`` holds (0): the
+    counts extrapolation simulates the kernel's code with smaller passes
+    (:mod:`tsar.simulate.counts`); the kernels that run take the default."""
 
     def __post_init__(self) -> None:
         if self.flow not in FLOWS:
             raise ValueError(f"unknown dataflow {self.flow!r}; choose one of {', '.join(FLOWS)}")
+        if self.tile_block and (self.flow != "ap-tokens" or self.tile_block < 0):
+            raise ValueError(f"a tile block of {self.tile_block} is for ap-tokens kernels, positive")
         if self.M <= 0 or self.M % self.cfg.m:
             raise ValueError(f"M={self.M} must be a positive multiple of {self.cfg.m} for {self.cfg.name}")
         if self.K <= 0 or self.K % QUANT_LANES:
@@ -237,7 +243,8 @@ class KernelPlan:
         """Tiles of one pass over K: OP, the R accumulators; ``ap-tokens``, the tile block whose
         partial-sum rows of ``token_block`` tokens fit ``PARTIAL_SUM_BYTES``."""
         if self.flow == "ap-tokens":
-            return min(self.tiles, PARTIAL_SUM_BYTES // (self.token_block * self.tile_partial_bytes))
+            budget = PARTIAL_SUM_BYTES // (self.token_block * self.tile_partial_bytes)
+            return min(self.tiles, self.tile_block or budget)
         return self.accumulators
 
     @cached_property
@@ -367,6 +374,6 @@ def kernel_names() -> tuple[str, ...]:
                  for flow in FLOWS)
 
 
-def make_plan(config: str | TsarConfig, flow: str, M: int, K: int) -> KernelPlan:
+def make_plan(config: str | TsarConfig, flow: str, M: int, K: int, tile_block: int = 0) -> KernelPlan:
     cfg = get_config(config) if isinstance(config, str) else config
-    return KernelPlan(cfg, flow, M, K)
+    return KernelPlan(cfg, flow, M, K, tile_block)

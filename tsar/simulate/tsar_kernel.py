@@ -10,6 +10,7 @@ a distinct float32, equal floats imply equal integer sums).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,15 +29,16 @@ KERNEL_NAMES = kernel_names()
 accepted by :func:`plan_for` too)."""
 
 
-def plan_for(kernel: str, M: int, K: int) -> KernelPlan:
-    """The plan of kernel ``tsar-<config>-<flow>`` for an ``M x K`` layer (UserError if invalid)."""
+def plan_for(kernel: str, M: int, K: int, tile_block: int = 0) -> KernelPlan:
+    """The plan of kernel ``tsar-<config>-<flow>`` for an ``M x K`` layer (UserError if invalid;
+    ``tile_block``: :attr:`KernelPlan.tile_block`)."""
     try:
         cfg, flow = parse_kernel_name(kernel)
     except ValueError as exc:
         raise UserError(f"unknown T-SAR kernel {kernel!r}: {exc} (choose from "
                         f"{', '.join(kernel_names())})") from None
     try:
-        return make_plan(cfg, flow, M, K)
+        return make_plan(cfg, flow, M, K, tile_block)
     except ValueError as exc:
         raise UserError(str(exc)) from None
 
@@ -72,26 +74,42 @@ class KernelRun(Tabular):
                  "exact": self.exact, "mismatches": self.mismatches, **counts}]
 
 
-_PROGRAMS: dict[KernelPlan, Program] = {}
+_PROGRAMS: dict[tuple[KernelPlan, tuple[int, ...] | None], Program] = {}
 
 
-def program_for(plan: KernelPlan) -> Program:
-    """The assembled kernel (cached per plan)."""
-    if plan not in _PROGRAMS:
-        _PROGRAMS[plan] = assemble(generate(plan), filename=f"{plan.name}.s")
-    return _PROGRAMS[plan]
+def program_for(plan: KernelPlan, loops: tuple[int, ...] | None = None) -> Program:
+    """The assembled kernel (cached per plan); ``loops``: its counted loops in these forms
+    (:func:`tsar.kernels.tsar_codegen.generate`; ValueError where the plan cannot take them)."""
+    key = (plan, loops)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = assemble(generate(plan, loops=loops), filename=f"{plan.name}.s")
+    return _PROGRAMS[key]
+
+
+_LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def loaded_symbols(machine: Machine, program: Program) -> dict[str, int]:
+    """``program``'s labels on ``machine``, loading it the first time only (a machine that runs a
+    kernel again reuses its decoded and compiled code)."""
+    loaded = _LOADED.setdefault(machine, {})
+    if id(program) not in loaded:
+        loaded[id(program)] = (program, machine.load_program(program))
+    return loaded[id(program)][1]
 
 
 def simulate(plan: KernelPlan, x: np.ndarray, w_t: np.ndarray, w_scale: float, *,
              stream: np.ndarray | None = None, machine: Machine | None = None,
-             memory_stats: bool | None = None, workspace: np.ndarray | None = None) -> KernelRun:
+             memory_stats: bool | None = None, workspace: np.ndarray | None = None,
+             loops: tuple[int, ...] | None = None) -> KernelRun:
     """Simulate ``y = BitLinear(x)`` with the plan's kernel.
 
     ``x``: float32 ``(N, K)``; ``w_t``: ternary int8 ``(M, K)``; ``w_scale``: the per-tensor weight
     scale; ``stream``: the packed weights if already packed (else packed here); ``workspace``: the
     workspace's bytes on entry (uint8 ``(plan.workspace_bytes,)``, default zeros: the kernel must
     not depend on them, padding included). ``memory_stats``: count scalar memory traffic too
-    (default: where the engine can, i.e. the Python engine).
+    (default: where the engine can, i.e. the Python engine). ``loops``: run the kernel generated
+    with its counted loops in these forms (:func:`program_for`).
     """
     x = np.ascontiguousarray(x, dtype=np.float32)
     if x.ndim != 2 or x.shape[1] != plan.K:
@@ -99,7 +117,8 @@ def simulate(plan: KernelPlan, x: np.ndarray, w_t: np.ndarray, w_scale: float, *
     if stream is None:
         stream = pack_weights(plan, w_t)
     machine = machine or create_machine()
-    symbols = machine.load_program(program_for(plan))
+    program = program_for(plan, loops)
+    symbols = loaded_symbols(machine, program)
     n = x.shape[0]
     y = np.zeros((n, plan.M), np.float32)
     if workspace is None:
@@ -114,4 +133,4 @@ def simulate(plan: KernelPlan, x: np.ndarray, w_t: np.ndarray, w_scale: float, *
     options = {"memory_stats": True} if memory_stats else {}
     machine.call(entry, x, stream, y, n, workspace, scale, returns="none", **options)
     ref = reference.bitlinear(x, w_t, float(scale[0]))
-    return KernelRun(plan, n, y, ref, machine.stats, entry - program_for(plan).symbols[function_name(plan)])
+    return KernelRun(plan, n, y, ref, machine.stats, entry - program.symbols[function_name(plan)])
