@@ -7,33 +7,108 @@ a changed kernel is simulated again. Kernels: the T-SAR BitLinear kernels
 (``tsar-<config>-<flow>``, :mod:`tsar.simulate.tsar_kernel`) and the native integer cores (``tl2``, ``tl1``,
 ``i2s``, ``int2`` and the public formats ``tq1_0``, ``tq2_0``, ``iq1_bn``, ``iq2_bn``,
 :mod:`tsar.simulate.native_kernel`).
+
+Large shapes are not simulated whole. Where the counts are affine along one axis of the shape, the
+counts of the shape are ``one + t * (two - one)`` of two smaller runs along that axis, ``two`` one
+period beyond ``one`` and the shape ``t`` periods beyond (:class:`Basis`), for every count: per
+instruction, per class and mnemonic, T-SAR uops, bytes. The smaller runs are decomposed again where
+that is cheaper, down to small runs that are simulated (each checked bit for bit against the
+reference). The tests compare extrapolated and whole simulations for every dataflow and native core:
+
+* tokens: the per-token dataflows and the native cores run every token (or group of tokens) through
+  the same code; the token-blocked dataflows run blocks of ``TOKEN_BLOCK`` tokens and, inside a
+  block, sub-blocks of ``G`` tokens (``plan.token_groups``): ``n`` and ``n + G`` tokens of one
+  remainder differ by one sub-block (beyond a block: by one block) of identical work. A native
+  core's smaller runs go through its GEMM entry, as the target does, one token included;
+* M (T-SAR): the generated code bakes M in, but one more pass of ``plan.pass_tiles`` tiles (the
+  period of every row loop: accumulators, passes, tile blocks) only changes loop counts, offsets
+  and immediate sizes, not the instruction sequence, once every counted loop keeps its form: the
+  smaller runs are generated with the target's loop forms (``tsar_codegen.generate(loops=...)``: a
+  loop of one iteration stays a loop where the target has one) and must generate the target's
+  instructions with their numbers blanked out. Their counts are combined per instruction (its index
+  in the code) and moved onto the target's addresses;
+* K (T-SAR): likewise, one widening window of chunks (and whole quantization vectors) per period;
+* M and K (natives): one block of rows (TL: the packer's ``bm``, else 32) or of columns (a whole
+  number of the format's blocks and int16 widening windows, ``native_kernel.K_PERIODS``); the
+  code is the same for every shape.
+
+The decomposition is planned for all counts a command needs at once (:func:`plan_runs`): a small
+run that one count is simulated from is free for the next, so the plan minimizes an estimate of
+the simulated work (:data:`RUN_OVERHEAD`) over all of them. The small runs are independent: a
+caller that knows what it will ask for announces it (:func:`announced`), and the first count that
+is not cached simulates every announced count's small runs in a process pool (:func:`prefetch`),
+each written to the cache as it completes, so an interrupted command keeps what it computed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import pickle
+import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields, replace
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from tsar.common.toolchain import cache_dir, write_atomic
+from tsar.errors import UserError
 from tsar.kernels.simbuild import build_sim_library
-from tsar.kernels.tsar_plan import KERNEL_PREFIX, TOKEN_BLOCK
+from tsar.kernels.tsar_plan import KERNEL_PREFIX, QUANT_LANES, TOKEN_BLOCK
 from tsar.sim import Stats
 
 ROW_UNIT = 256
-"""Native cores are simulated at ROW_UNIT and 2 * ROW_UNIT rows and extrapolated to larger M."""
+"""The TL native cores' row block at the shapes compared (``bm`` of ``formats.tl2.default_bm``):
+they are simulated at ROW_UNIT and 2 * ROW_UNIT rows and extrapolated to larger M."""
 GEMM_BLOCK = TOKEN_BLOCK
 """Tokens of the simulated block from which prefill (GEMM) times are modelled: the T-SAR GEMM
 dataflows' token block (``tsar_plan.TOKEN_BLOCK``), and what the native GEMM loops run on too."""
+SEARCH = 4
+"""Smaller shapes tried per axis for two runs of the target's code layout."""
+RUN_OVERHEAD = 2_000
+"""The fixed cost of one simulation (assembling, a machine, decoding and compiling the code), in
+TGEMVs of simulated work: about 40 ms of the Python engine, which simulates a TGEMV with its loads
+and loop in about 20 us, and per token an input's quantization in about as long, an output's
+zeroing and dequantization in 1.5 times that (fitted to the runs of a comparison)."""
+NATIVE_RUN_OVERHEAD = 2_000
+"""Likewise for a native core, once its process has loaded the library (decoded once per process)."""
+NATIVE_WEIGHTS_PER_TGEMV = 2_000
+"""Weights x tokens of a native core simulated in the time of one TGEMV (TL2: about 3,500)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One count: ``kernel`` on ``M x K`` for ``tokens`` tokens; ``loops``: a T-SAR kernel generated
+    with these loop forms (those of a larger shape it is extrapolated to), None: its own."""
+
+    kernel: str
+    M: int
+    K: int
+    tokens: int = 1
+    loops: tuple[int, ...] | None = None
+    gemm: bool = False
+    """A native core's one token through its GEMM entry (as a run of several tokens takes it)."""
+    tile_block: int = 0
+    """``ap-tokens``: tiles per pass, if not the kernel's (``KernelPlan.tile_block``)."""
+
+    @property
+    def tsar(self) -> bool:
+        return self.kernel.startswith(KERNEL_PREFIX)
+
+    def at(self, M: int, K: int, tokens: int) -> Run:
+        return replace(self, M=M, K=K, tokens=tokens, gemm=self.gemm and tokens == 1)
 
 
 @dataclass
 class KernelCounts:
-    """What the timing model needs from one simulated token or block of ``tokens`` tokens."""
+    """What the timing model needs from one simulated token or block of ``tokens`` tokens.
+    ``offsets``: a T-SAR kernel's instructions, by their offset in ``code`` (in order)."""
 
     kernel: str
     M: int
@@ -43,6 +118,7 @@ class KernelCounts:
     code_address: int
     weight_bytes: int
     tokens: int = 1
+    offsets: tuple[int, ...] = ()
 
     @property
     def bytes_moved(self) -> int:
@@ -52,67 +128,505 @@ class KernelCounts:
         return moved // self.tokens
 
 
-def _code_digest(kernel: str, M: int, K: int) -> str:
-    if kernel.startswith(KERNEL_PREFIX):
-        from tsar.simulate.tsar_kernel import plan_for, program_for
+@dataclass(frozen=True)
+class Basis:
+    """The counts of a run as ``sum(weight * counts(run))`` over smaller ``runs`` (module doc),
+    along ``axis``: ``"tokens"``, ``"M"`` or ``"K"`` (two runs, one period apart, the target ``t``
+    periods beyond the first: weights ``1 - t`` and ``t``), or ``"passes"`` (``ap-tokens``: passes,
+    their size and the partial pass varied, :func:`_pass_basis`)."""
 
-        code = program_for(plan_for(kernel, M, K)).code
-    else:
-        code = Path(build_sim_library()).read_bytes()
+    axis: str
+    runs: tuple[Run, ...]
+    weights: tuple[int, ...]
+
+    @classmethod
+    def affine(cls, axis: str, one: Run, two: Run, t: int) -> Basis:
+        return cls(axis, (one, two), (1 - t, t))
+
+
+# --- T-SAR code layouts ----------------------------------------------------------------------------
+def _plan(run: Run):
+    from tsar.simulate.tsar_kernel import plan_for
+
+    return plan_for(run.kernel, run.M, run.K, run.tile_block)
+
+
+def _program(run: Run):
+    from tsar.simulate.tsar_kernel import program_for
+
+    return program_for(_plan(run), run.loops)
+
+
+@cache
+def _forms(run: Run) -> tuple[int, ...]:
+    """The loop forms of the run's kernel (its own, whatever ``run.loops`` says)."""
+    from tsar.kernels.tsar_codegen import loop_forms
+
+    return loop_forms(_plan(run))
+
+
+def _normal(run: Run) -> Run:
+    """``run`` with ``loops`` None where they are the shape's own (one program, one cache entry)."""
+    if run.loops is not None and run.loops == _forms(replace(run, loops=None)):
+        return replace(run, loops=None)
+    return run
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?(?:0x[0-9a-fA-F]+|\d+)\b")
+
+
+def _instruction(source: str) -> str | None:
+    """A source line's instruction (labels and comments removed), None for a directive or none."""
+    text = source.split(";")[0].strip()
+    if ":" in text and not text.split(":", 1)[0].count(" "):
+        text = text.split(":", 1)[1].strip()
+    return text if text and not text.startswith(".") else None
+
+
+@cache
+def _signature(run: Run) -> tuple[str, ...] | None:
+    """The generated instructions of a T-SAR run with their numbers (immediates, displacements,
+    loop bounds) blanked out; None where the shape cannot take the run's loop forms."""
+    from tsar.kernels.tsar_codegen import generate
+
+    try:
+        source = generate(_plan(run), loops=run.loops)
+    except ValueError:
+        return None
+    return tuple(_NUMBER.sub("#", text) for line in source.splitlines() if (text := _instruction(line)))
+
+
+@cache
+def code_layout(run: Run) -> tuple[int, ...]:
+    """The offset in the code of each instruction of a T-SAR run, in order: two runs of one
+    signature execute the same instructions in the same order, at these offsets each."""
+    program = _program(run)
+    return tuple(e.address - program.base for e in program.listing if e.data and _instruction(e.source))
+
+
+# --- decompositions --------------------------------------------------------------------------------
+def _work(run: Run) -> float:
+    """Estimated cost of simulating ``run`` whole, in TGEMVs (:data:`RUN_OVERHEAD`)."""
+    if not run.tsar:
+        return NATIVE_RUN_OVERHEAD + run.tokens * run.M * run.K / NATIVE_WEIGHTS_PER_TGEMV
+    plan = _plan(run)
+    return RUN_OVERHEAD + run.tokens * (plan.tiles * plan.chunks + run.K + 1.5 * run.M)
+
+
+def _below(target: int, period: int, least: int = 1) -> Iterator[tuple[int, int]]:
+    """``(v, t)``: up to :data:`SEARCH` values ``v >= least`` congruent to ``target`` modulo
+    ``period``, smallest first, at least two periods below it, and the periods ``t`` from ``v``."""
+    start = target % period or period
+    start += -(-max(least - start, 0) // period) * period
+    for v in range(start, target - 2 * period + 1, period)[:SEARCH]:
+        yield v, (target - v) // period
+
+
+def _native_bases(run: Run) -> Iterator[Basis]:
+    """A native core's work grows identically per token (group), row block and column block
+    (:mod:`tsar.simulate.native_kernel`); the GEMM entry for more than one token."""
+    from tsar.simulate.native_kernel import GEMM_MIN_TOKENS, K_PERIODS, TOKEN_GROUPS, row_period
+
+    if run.tokens > 1:
+        period = TOKEN_GROUPS.get(run.kernel, 1)
+        for n, t in _below(run.tokens, period, GEMM_MIN_TOKENS.get(run.kernel, 1)):
+            one = replace(run.at(run.M, run.K, n), gemm=n == 1)
+            yield Basis.affine("tokens", one, run.at(run.M, run.K, n + period), t)
+            break
+    period = row_period(run.kernel, run.M)
+    for m, t in _below(run.M, period):
+        if row_period(run.kernel, m) == period:
+            yield Basis.affine("M", run.at(m, run.K, run.tokens), run.at(m + period, run.K, run.tokens), t)
+        break
+    period = K_PERIODS[run.kernel]
+    for k, t in _below(run.K, period, period):  # at least one whole block
+        yield Basis.affine("K", run.at(run.M, k, run.tokens), run.at(run.M, k + period, run.tokens), t)
+        break
+
+
+def _tsar_bases(run: Run) -> Iterator[Basis]:
+    plan = _plan(run)
+    period = plan.token_block if run.tokens > plan.token_block else plan.token_groups
+    for n, t in _below(run.tokens, period):
+        yield Basis.affine("tokens", run.at(run.M, run.K, n), run.at(run.M, run.K, n + period), t)
+        break
+    target = _signature(run)
+    forms = run.loops or _forms(run)
+    window = plan.widen_every // plan.chunk_groups * plan.chunk_groups * plan.cfg.k
+    for axis, period in (("M", plan.pass_tiles * plan.cfg.m), ("K", math.lcm(window, QUANT_LANES))):
+        for v, t in _below(getattr(run, axis), period):
+            pair = [replace(run, loops=forms, **{axis: value}) for value in (v, v + period)]
+            try:
+                same = all(_signature(p) == target for p in pair)
+            except (ValueError, UserError):  # not a valid plan
+                same = False
+            if same:
+                yield Basis.affine(axis, _normal(pair[0]), _normal(pair[1]), t)
+                break
+
+
+def _pass_basis(run: Run) -> Iterator[Basis]:
+    """``ap-tokens``: its counts are ``a + b F + c F P + d p + e P`` in the number of full passes
+    ``F``, the tiles per pass ``P`` and the tiles of the partial pass ``p`` (each pass runs the same
+    chunk loops, and a loop over its tiles; the int32 rows are zeroed and dequantized over all
+    ``F P + p`` tiles, the partial-sum rows over ``P``), so five runs of the target's code with
+    passes of 2 and 3 tiles give them (fewer where ``F`` is 1 or ``p`` is 0 or 1)."""
+    plan = _plan(run)
+    full, part = divmod(plan.tiles, plan.pass_tiles)
+    if plan.flow != "ap-tokens" or run.tile_block or plan.pass_tiles <= 3:
+        return
+    p = 2 if part else 1
+    points = [(1, p, min(part, 1)), (1, p + 1, min(part, 1))]
+    terms = [lambda f, t, q: 1, lambda f, t, q: t]
+    if full > 1:
+        points += [(2, p, min(part, 1)), (2, p + 1, min(part, 1))]
+        terms += [lambda f, t, q: f, lambda f, t, q: f * t]
+    if part > 1:  # (a partial pass of one tile runs its tile loops inline, whatever the target's size)
+        points.append((1, p + 1, 2))
+        terms.append(lambda f, t, q: q)
+    weights = _solve([[term(*point) for term in terms] for point in points],
+                     [term(full, plan.pass_tiles, part) for term in terms])
+    forms, target = run.loops or _forms(run), _signature(run)
+    runs = [replace(run, M=(f * t + q) * plan.cfg.m, tile_block=t, loops=forms) for f, t, q in points]
+    if weights is not None and all(_signature(r) == target for r in runs):
+        used = [(_normal(r), w) for r, w in zip(runs, weights, strict=True) if w]
+        yield Basis("passes", tuple(r for r, _ in used), tuple(w for _, w in used))
+
+
+def _solve(rows: list[list[int]], target: list[int]) -> tuple[int, ...] | None:
+    """Integer weights ``w`` with ``sum(w[i] * rows[i]) == target`` (exact), None if there are none."""
+    from fractions import Fraction
+
+    n = len(rows)
+    a = [[Fraction(rows[i][j]) for i in range(n)] + [Fraction(target[j])] for j in range(n)]  # rows^T, target
+    for col in range(n):
+        pivot = next((r for r in range(col, n) if a[r][col]), None)
+        if pivot is None:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        a[col] = [x / a[col][col] for x in a[col]]
+        for r in range(n):
+            if r != col and a[r][col]:
+                a[r] = [x - a[r][col] * y for x, y in zip(a[r], a[col], strict=True)]
+    weights = [a[i][n] for i in range(n)]
+    return tuple(int(w) for w in weights) if all(w.denominator == 1 for w in weights) else None
+
+
+@cache
+def bases(run: Run) -> tuple[Basis, ...]:
+    """Every way of extrapolating ``run`` (at most one per axis: tokens, M or passes, K)."""
+    if not run.tsar:
+        return tuple(_native_bases(run))
+    return (*_tsar_bases(run), *_pass_basis(run))
+
+
+class _State:
+    """What this process planned and simulated, for one cache directory (a test or a command that
+    moves ``$TSAR_CACHE_DIR`` starts afresh)."""
+
+    def __init__(self) -> None:
+        self.planned: dict[Run, Basis | None] = {}  # how each planned run is computed (None: whole)
+        self.simulated: dict[Run, KernelCounts] = {}  # simulated here or by prefetch's workers
+
+
+_STATES: dict[Path, _State] = {}
+
+
+def _state() -> _State:
+    return _STATES.setdefault(cache_dir("counts"), _State())
+
+
+def forget() -> None:
+    """Forget what this process planned and simulated (the cache on disk stays)."""
+    _STATES.clear()
+
+
+def _cheapest(run: Run, free: Callable[[Run], bool], memo: dict[Run, tuple[float, Basis | None]]
+              ) -> tuple[float, Basis | None]:
+    """The least estimated cost of ``run`` and its first step (None: simulated whole), runs for
+    which ``free`` holds costing nothing."""
+    if run not in memo:
+        best: tuple[float, Basis | None] = (0.0 if free(run) else _work(run), None)
+        for b in bases(run) if best[0] else ():
+            cost = sum(_cheapest(r, free, memo)[0] for r in b.runs)
+            if cost < best[0]:
+                best = (cost, b)
+        memo[run] = best
+    return memo[run]
+
+
+def basis(kernel: str, M: int, K: int, tokens: int = 1) -> Basis | None:
+    """The first step of computing the counts of ``kernel`` on ``tokens x M x K`` alone, nothing
+    cached (module doc), or None where it is simulated whole."""
+    return _cheapest(Run(kernel, M, K, tokens), lambda _run: False, {})[1]
+
+
+def plan_runs(requests: Iterable[Run]) -> list[Run]:
+    """Plan the counts of ``requests`` that are not cached, together: each is simulated whole or
+    extrapolated from smaller runs, whichever costs least by :func:`_work`, a run that is already to
+    be simulated for another count (in this call or before) costing nothing. Returns the runs to
+    simulate (or find in the cache), largest first; the plan is kept for :func:`simulated_counts`."""
+    chosen: dict[Run, None] = {}
+    planned, simulated = _state().planned, _state().simulated
+
+    def free(run: Run) -> bool:
+        return run in chosen or run in simulated or (run in planned and planned[run] is None)
+
+    def commit(run: Run, memo: dict) -> None:
+        b = _cheapest(run, free, memo)[1]
+        if free(run) and b is None:
+            return
+        planned[run] = b
+        if b is None:
+            chosen[run] = None
+        else:
+            for r in b.runs:
+                commit(r, memo)
+
+    for request in requests:
+        if request not in simulated and request not in planned and not cache_path(request).exists():
+            commit(request, {})
+    return sorted(chosen, key=_work, reverse=True)
+
+
+def _decision(run: Run) -> Basis | None:
+    if run not in _state().planned:
+        plan_runs([run])
+    return _state().planned.get(run)
+
+
+# --- the cache ------------------------------------------------------------------------------------
+def _digest(run: Run) -> str:
+    code = _program(run).code if run.tsar else Path(build_sim_library()).read_bytes()
     return hashlib.sha256(code).hexdigest()[:16]
 
 
-def _simulate(kernel: str, M: int, K: int, tokens: int) -> KernelCounts:
-    if kernel.startswith(KERNEL_PREFIX):
-        from tsar.simulate.tsar_kernel import plan_for, program_for, simulate
+def cache_path(run: Run) -> Path:
+    """The cache entry of ``run``'s counts."""
+    block = "" if run.tokens == 1 and not run.gemm else f"{run.tokens}x"
+    return cache_dir("counts") / f"{run.kernel}-{block}{run.M}x{run.K}-{_digest(run)}.pkl"
 
-        plan = plan_for(kernel, M, K)
+
+def _load(path: Path) -> KernelCounts | None:
+    try:
+        with path.open("rb") as f:
+            return pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return None  # missing, damaged or outdated (or of a renamed class): simulate again
+
+
+def _store(run: Run, counts: KernelCounts) -> KernelCounts:
+    path = cache_path(run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, pickle.dumps(counts))
+    return counts
+
+
+# --- simulation and extrapolation -----------------------------------------------------------------
+def simulate_whole(run: Run) -> KernelCounts:
+    """Simulate ``run`` (bit-exact against the reference, or RuntimeError)."""
+    kernel, M, K, tokens = run.kernel, run.M, run.K, run.tokens
+    if run.tsar:
+        from tsar.simulate.tsar_kernel import simulate
+
+        plan = _plan(run)
         rng = np.random.default_rng(0)
         w_t = rng.integers(-1, 2, (M, K)).astype(np.int8)
-        run = simulate(plan, rng.standard_normal((tokens, K)).astype(np.float32), w_t, 1.0)
-        if not run.exact:
+        held = _machine()
+        out = simulate(plan, rng.standard_normal((tokens, K)).astype(np.float32), w_t, 1.0, loops=run.loops,
+                       machine=held[0])
+        base = held[1] = held[1] or out.code_address
+        if not out.exact:
             raise RuntimeError(f"{kernel} disagrees with the reference on {tokens} x {M} x {K}")
-        return KernelCounts(kernel, M, K, run.stats, program_for(plan).code, run.code_address,
-                            plan.weight_bytes, tokens)
-    from tsar.simulate.native_kernel import packed_weight_bytes, simulate_native
+        stats = replace(out.stats, per_address=Counter(  # where a fresh machine loads the code
+            {base + a - out.code_address: n for a, n in out.stats.per_address.items()}))
+        return KernelCounts(kernel, M, K, stats, _program(run).code, base, plan.weight_bytes, tokens,
+                            code_layout(run))
+    from tsar.simulate.native_kernel import simulate_native
 
-    if M % ROW_UNIT == 0 and M >= 4 * ROW_UNIT:
-        one, two = (simulated_counts(kernel, r, K, tokens=tokens) for r in (ROW_UNIT, 2 * ROW_UNIT))
-        if one.code_address == two.code_address and one.code == two.code:
-            t = M // ROW_UNIT - 1
-            return KernelCounts(kernel, M, K, affine_stats(one.stats, two.stats, t), one.code,
-                                one.code_address, packed_weight_bytes(kernel, M, K), tokens)
-    run = simulate_native(kernel, M, K, n=tokens)
-    if not run.exact:
+    native = simulate_native(kernel, M, K, n=tokens, gemm=run.gemm)
+    if not native.exact:
         raise RuntimeError(f"{kernel} disagrees with the reference on {tokens} x {M} x {K}")
-    return KernelCounts(kernel, M, K, run.stats, run.code, run.code_address, run.weight_bytes, tokens)
+    return KernelCounts(kernel, M, K, native.stats, native.code, native.code_address, native.weight_bytes,
+                        tokens)
+
+
+_MACHINES: dict[int, list] = {}
+
+
+def _machine() -> list:
+    """This process's machine for T-SAR runs (one machine: a kernel run again, as for another
+    number of tokens, reuses its decoded code) and the address a fresh machine loads code at (that
+    of its first program; None before)."""
+    pid = os.getpid()  # a forked worker creates its own
+    if pid not in _MACHINES:
+        from tsar.sim import create_machine
+
+        _MACHINES[pid] = [create_machine(), None]
+    return _MACHINES[pid]
+
+
+def _simulated(run: Run) -> KernelCounts:
+    """A run simulated whole: from this process, the cache, or simulated now (and cached)."""
+    simulated = _state().simulated
+    if run not in simulated:
+        simulated[run] = _load(cache_path(run)) or _store(run, simulate_whole(run))
+    return simulated[run]
+
+
+def _indexed(run: Run) -> tuple[Stats, int]:
+    """A T-SAR run's counts with each per-address count keyed by the instruction's index in the
+    code (the same in every run of one signature), and the address the code was loaded at."""
+    b = _decision(run) if run not in _state().simulated else None
+    if b is not None:
+        parts = [_indexed(r) for r in b.runs]
+        return combined_stats([p[0] for p in parts], b.weights), parts[0][1]
+    c = _simulated(run)
+    index = {offset: i for i, offset in enumerate(c.offsets or code_layout(run))}
+    per_index = Counter({index[a - c.code_address]: n for a, n in c.stats.per_address.items()})
+    return replace(c.stats, per_address=per_index), c.code_address
+
+
+def extrapolated(run: Run, b: Basis) -> KernelCounts | None:
+    """The counts of ``run`` from basis ``b`` (its runs computed as planned); None where they are
+    not affine after all (a negative count)."""
+    if run.tsar:
+        parts = [_indexed(r) for r in b.runs]
+        stats, address = combined_stats([p[0] for p in parts], b.weights), parts[0][1]
+        offsets = code_layout(run)
+        stats = replace(stats, per_address=Counter({address + offsets[i]: n
+                                                    for i, n in stats.per_address.items()}))
+        result = KernelCounts(run.kernel, run.M, run.K, stats, _program(run).code, address,
+                              _plan(run).weight_bytes, run.tokens, offsets)
+    else:
+        from tsar.simulate.native_kernel import packed_weight_bytes
+
+        parts = [_counts(r) for r in b.runs]
+        if any(p.code_address != parts[0].code_address or p.code != parts[0].code for p in parts):
+            return None
+        result = KernelCounts(run.kernel, run.M, run.K, combined_stats([p.stats for p in parts], b.weights),
+                              parts[0].code, parts[0].code_address,
+                              packed_weight_bytes(run.kernel, run.M, run.K), run.tokens)
+    return None if any(n < 0 for n in result.stats.per_address.values()) else result
+
+
+def combined_stats(parts: list[Stats], weights: tuple[int, ...]) -> Stats:
+    """``sum(weight * part)`` for every count of the statistics (counts of zero dropped): the
+    counts of a run from those of smaller runs (:class:`Basis`). Exact where the work grows as the
+    basis assumes (tested against whole simulations)."""
+    values = {}
+    for f in fields(Stats):
+        first = getattr(parts[0], f.name)
+        if isinstance(first, Counter):
+            keys = set().union(*(getattr(p, f.name).keys() for p in parts))
+            values[f.name] = Counter({key: n for key in keys
+                                      if (n := sum(w * getattr(p, f.name)[key] for p, w in zip(parts, weights,
+                                                                                             strict=True)))})
+        elif isinstance(first, int) and not isinstance(first, bool):
+            values[f.name] = sum(w * getattr(p, f.name) for p, w in zip(parts, weights, strict=True))
+    return replace(parts[0], **values)
 
 
 def affine_stats(one: Stats, two: Stats, t: int) -> Stats:
-    """Counts of a kernel whose row loop ran ``1 + t`` times as often as in ``one``, given ``two``
-    with twice the rows of ``one``: ``one + t * (two - one)`` for every count. Exact for the native
-    cores, whose work per row block is identical (tested against direct simulation)."""
-    values = {}
-    for f in fields(Stats):
-        a, b = getattr(one, f.name), getattr(two, f.name)
-        if isinstance(a, Counter):
-            values[f.name] = Counter({key: a[key] + t * (b[key] - a[key]) for key in a.keys() | b.keys()})
-        elif isinstance(a, int) and not isinstance(a, bool):
-            values[f.name] = a + t * (b - a)
-    return replace(one, **values)
+    """Counts of a run ``t`` periods beyond ``one`` along an axis, given ``two`` one period beyond:
+    ``one + t * (two - one)`` for every count."""
+    return combined_stats([one, two], (1 - t, t))
+
+
+def _counts(run: Run, use_cache: bool = True) -> KernelCounts:
+    if not use_cache:
+        return _store(run, simulate_whole(run))
+    if run in _state().simulated:
+        return _state().simulated[run]
+    found = _load(cache_path(run))
+    if found is not None:
+        return found
+    if any(_ANNOUNCED):
+        pending = [r for runs in _ANNOUNCED for r in runs]
+        for runs in _ANNOUNCED:
+            runs.clear()
+        prefetch([run, *pending])
+    b = _decision(run)
+    result = extrapolated(run, b) if b else None
+    return _simulated(run) if result is None else _store(run, result)
 
 
 def simulated_counts(kernel: str, M: int, K: int, *, tokens: int = 1, use_cache: bool = True) -> KernelCounts:
-    """Counts of ``kernel`` on an ``M x K`` layer for ``tokens`` tokens (simulated, or from the cache)."""
-    block = "" if tokens == 1 else f"{tokens}x"
-    path = cache_dir("counts") / f"{kernel}-{block}{M}x{K}-{_code_digest(kernel, M, K)}.pkl"
-    if use_cache and path.exists():
+    """Counts of ``kernel`` on an ``M x K`` layer for ``tokens`` tokens (simulated, extrapolated from
+    smaller simulated runs, or from the cache; ``use_cache=False``: simulated whole, now)."""
+    return _counts(Run(kernel, M, K, tokens), use_cache)
+
+
+# --- parallel simulation ---------------------------------------------------------------------------
+_ANNOUNCED: list[list[Run]] = []
+
+
+@contextmanager
+def announced(requests: Iterable[tuple[str, int, int, int]]) -> Iterator[None]:
+    """Within the block, the first count of :func:`simulated_counts` that is not cached first
+    simulates the runs of every announced ``(kernel, M, K, tokens)`` in parallel (:func:`prefetch`).
+    A block that finds every count cached simulates nothing."""
+    _ANNOUNCED.append([Run(*r) for r in requests])
+    try:
+        yield
+    finally:
+        _ANNOUNCED.pop()
+
+
+def workers() -> int:
+    """Processes for independent simulations: the CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _plan_quietly(requests: Iterable[Run]) -> list[Run]:
+    out: list[Run] = []
+    for request in requests:  # a shape a kernel cannot take is left to the caller (reported in context)
+        with suppress(ValueError, UserError):
+            out += plan_runs([request])
+    return sorted(dict.fromkeys(out), key=_work, reverse=True)
+
+
+def _simulate_in_worker(run: Run) -> KernelCounts:
+    _ANNOUNCED.clear()
+    return _simulated(run)
+
+
+def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | None = None) -> int:
+    """Plan ``requests`` (:func:`plan_runs`) and simulate the runs they need in ``jobs`` processes
+    (default :func:`workers`), largest first, each written to the cache as it completes; returns
+    how many were simulated or found cached. With one process nothing is done here (the counts are
+    simulated when asked for). The native cores' library is built by one worker while the others
+    simulate T-SAR runs. A run that fails is left out (asked for, it fails again, in context)."""
+    runs = [r if isinstance(r, Run) else Run(*r) for r in requests]
+    jobs = jobs or workers()
+    if jobs < 2:
+        return 0
+    natives = [r for r in runs if not r.tsar]
+    pending = _plan_quietly(r for r in runs if r.tsar)
+    if not natives and len(pending) < 2:
+        return 0
+    import multiprocessing
+
+    done = 0
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
         try:
-            with path.open("rb") as f:
-                return pickle.load(f)
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-            pass  # a damaged or outdated entry (or one of a renamed class): simulate again
-    result = _simulate(kernel, M, K, tokens)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, pickle.dumps(result))
-    return result
+            build = pool.submit(build_sim_library) if natives else None
+            running: dict[Future, Run] = {}
+            while pending or running or build:
+                while pending and len(running) + (build is not None) < jobs:
+                    run = pending.pop(0)
+                    running[pool.submit(_simulate_in_worker, run)] = run
+                finished, _ = wait([*running, *([build] if build else [])], return_when=FIRST_COMPLETED)
+                for future in finished:
+                    if future is build:
+                        build.result()  # the library, and with it the natives' cache keys, exist now
+                        build = None
+                        pending = sorted([*pending, *_plan_quietly(natives)], key=_work, reverse=True)
+                        continue
+                    run = running.pop(future)
+                    if future.exception() is None:
+                        _state().simulated[run] = future.result()
+                        done += 1
+        finally:  # interrupted or failed: what completed is cached, nothing new starts
+            pool.shutdown(wait=True, cancel_futures=True)
+    return done

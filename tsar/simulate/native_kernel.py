@@ -9,6 +9,7 @@ reference.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cache
 
@@ -46,6 +47,20 @@ def _library() -> str:
     return str(simbuild.build_sim_library())
 
 
+_LOADED: dict[int, tuple[Machine, dict[str, int]]] = {}
+
+
+def _loaded() -> tuple[Machine, dict[str, int]]:
+    """This process's machine with the simulator library loaded. Loading decodes and compiles every
+    instruction of the library (most of a small simulation's time), so it is done once per process;
+    calls are independent (arguments are placed anew, statistics are per call)."""
+    pid = os.getpid()  # a forked worker loads its own
+    if pid not in _LOADED:
+        machine = create_machine()
+        _LOADED[pid] = machine, machine.load_elf(_library())
+    return _LOADED[pid]
+
+
 def executed_region(machine: Machine, stats: Stats) -> tuple[bytes, int]:
     """The guest code spanning every executed address (for decoding the executed instructions)."""
     lo, hi = min(stats.per_address), max(stats.per_address) + 16
@@ -62,12 +77,37 @@ def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
     return int(pack_native(kernel, np.zeros((M, K), np.int8)).data.nbytes)
 
 
+TOKEN_GROUPS = {"int2": 4, "tq1_0": 4, "tq2_0": 4, "iq1_bn": 4, "iq2_bn": 4}
+"""Tokens the GEMM rows loops take together (``ternary_rows.h``'s ``TR_TOKENS``, int2's GEMM groups):
+``n`` and ``n + group`` tokens differ by one group's work. The others loop over single tokens."""
+GEMM_MIN_TOKENS = {"int2": 4}
+"""Fewest tokens of the GEMM rows loop (int2's ``GEMM_MIN_N``; fewer take its token-pair loop)."""
+K_PERIODS = {"tl2": 96, "tl1": 128, "i2s": 1024, "int2": 128, "tq1_0": 1536, "tq2_0": 2048,
+             "iq1_bn": 1536, "iq2_bn": 2048}
+"""Columns by which a native core's work grows identically, K's remainder kept: a whole number of
+its blocks and of its int16 widening windows. TL2: 96-column blocks, widened per block (the
+2-weight tail is K mod 96); TL1: 128-column blocks, widened per block; I2_S: 128-column blocks,
+widened every 8; int2: 4 columns a step, widened every 16 steps (GEMV) or 32 (GEMM); the ternary
+rows kernels (``ternary_rows.h``): steps of 128 (TQ2_0, IQ*_BN: two 64-weight blocks) or 256
+columns (TQ1_0), widened every 16 (TQ2_0, IQ2_BN), 6 (TQ1_0) or 12 steps (IQ1_BN)."""
+
+
+def row_period(kernel: str, M: int) -> int:
+    """Rows by which ``kernel``'s work on ``M`` rows grows identically: the TL kernels' row block
+    (``bm``, as the packer chooses it for M), else 32 (int2's row blocks, a multiple of the others')."""
+    from tsar.kernels.formats.tl2 import default_bm
+
+    return default_bm(M) if NATIVE_KERNELS[kernel].blocked else 32
+
+
 def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
-                    weights: np.ndarray | None = None, acts: np.ndarray | None = None) -> NativeSimRun:
+                    weights: np.ndarray | None = None, acts: np.ndarray | None = None,
+                    gemm: bool = False) -> NativeSimRun:
     """Simulate ``kernel`` (one of :data:`SIM_KERNELS`) on an ``M x K`` ternary layer for ``n``
     tokens: one token through its GEMV entry, several through its GEMM entry (the token-blocked
-    rows function that runs natively for prefill). ``weights`` (int8 ``M x K`` in {-1, 0, 1}) and
-    ``acts`` (int8 ``n x K`` in [-127, 127]) default to random ones drawn from ``seed``."""
+    rows function that runs natively for prefill; ``gemm``: the GEMM entry for one token too).
+    ``weights`` (int8 ``M x K`` in {-1, 0, 1}) and ``acts`` (int8 ``n x K`` in [-127, 127]) default
+    to random ones drawn from ``seed``."""
     if kernel not in SIM_KERNELS:
         raise UserError(f"no simulator build of {kernel!r} (have {', '.join(SIM_KERNELS)})")
     if n < 1:
@@ -87,8 +127,7 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
         packed = pack_native(kernel, w)
     except ValueError as exc:
         raise UserError(f"{kernel} cannot take a {M} x {K} layer: {exc}") from None
-    machine = create_machine()
-    symbols = machine.load_elf(_library())
+    machine, symbols = _loaded()
     spec = NATIVE_KERNELS[kernel]
     bm, bk = (packed.bm, packed.bk) if spec.blocked else (0, 0)
     shape = (M, K, bm, bk) if spec.blocked else (M, K)
@@ -101,7 +140,7 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
         size = machine.call(symbols[f"tsar_sim_{kernel}_{query}"], M, K, bm, bk, *extra, returns="u64")
         return np.zeros(int(size) + 64, np.uint8)
 
-    if n == 1:   # GEMV: LUT tables or prepared activations of one token as work, or nothing
+    if n == 1 and not gemm:   # GEMV: LUT tables or prepared activations of one token as work, or nothing
         entry, args = "gemv", (data, *shape, a, *([scratch("work_size")] if spec.gemv_work else []), out)
     else:        # GEMM: every kernel takes work of the size its entry reports
         entry, args = "gemm", (data, *shape, a, n, scratch("gemm_work_size", n), out)
