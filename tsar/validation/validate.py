@@ -8,16 +8,15 @@ execution counts per address, memory trace) and its time predicted with
 
 Two variants per GEMV shape: **cache** (the same weights every call: after the first call they live
 in the caches; the model places them by capacity) and **DRAM** (calls rotate through copies of the
-weights totalling more than ``DRAM_FACTOR`` (4) times the last-level cache, as ``tsar bench-native``
-does). The model's data (activations, tables,
+weights totalling more than twice the last-level cache). The model's data (activations, tables,
 outputs, stack) and, in the cache variant, the weights are placed by an LRU simulation of the
 traced call (:func:`tsar.sim.timing.predict.cache_traffic`, warm caches); in the DRAM variant the
 weights' lines are evicted before the counted pass, so they come from DRAM.
 
 **T-SAR kernels** (``TSAR_KERNELS``) are validated the same way through the proxy engine
-(:mod:`tsar.sim.proxy_engine`): modelled by :func:`tsar.estimate.layer.modelled` from their
-simulated counts (the estimator ``compare`` uses; DRAM variant: a weight footprint of ``DRAM_FACTOR``
-times the last-level cache), measured by running their proxy code on the host.
+(:mod:`tsar.sim.proxy_engine`): modelled by :func:`tsar.estimate.layer.modelled` from their simulated counts
+(the estimator ``compare`` uses; DRAM variant: a weight footprint of twice the last-level cache),
+measured by running their proxy code on the host.
 
 **GEMM** (``GEMM_TOKENS`` = :data:`~tsar.models.PREFILL_TOKENS` = 128 tokens, weights
 cache-resident): the natives' token-blocked GEMM entries of the same library and the token-blocked
@@ -52,7 +51,6 @@ import numpy as np
 from tsar.console import Steps
 from tsar.frames import Tabular
 from tsar.isa.config import PAPER_CONFIGS
-from tsar.kernels.bench import DRAM_FACTOR, dram_copies
 from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED
 from tsar.kernels.tsar_plan import KERNEL_PREFIX, kernel_name, parse_kernel_name
 from tsar.models import BITNET_2B_LAYERS, PREFILL_TOKENS
@@ -326,7 +324,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
             variants: list[tuple[str, list[np.ndarray], list[tuple[int, int]]]] = [
                 ("cache", [kern.weights], [])]
             if dram:
-                n = dram_copies(wbytes, llc)
+                n = max(2, math.ceil(2 * llc / wbytes) + 1)
                 variants.append(("DRAM", [kern.weights.copy() for _ in range(n)], [(w_at, w_at + wbytes)]))
             for variant, copies, cold in variants:
                 streams = cache_traffic(trace, platform, cold=cold)
@@ -340,7 +338,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
         for name in tsar_kernels:
             step(f"{platform.name}: modelling {name} {M} x {K}, loading its proxy")
             c = counts_for(name, 1, M, K)
-            for variant, footprint in [("cache", None)] + ([("DRAM", DRAM_FACTOR * llc)] if dram else []):
+            for variant, footprint in [("cache", None)] + ([("DRAM", 2.0 * llc)] if dram else []):
                 prox = ProxyKernel(name, 1, M, K, footprint)
                 pending.append(_Pending(name, 1, M, K, variant, prox.weight_bytes,
                                         _modelled(c, 1, footprint), prox.timer(), calls))
