@@ -224,7 +224,7 @@ class ProxyKernel:
         self.weight_bytes = int(stream.nbytes)
         copies = weight_copies(stream.nbytes, dram_bytes)
         need = N * (K + M) * 4 + plan.workspace_bytes + copies * stream.nbytes + (1 << 20)
-        self.machine = create_machine("proxy", in_process=True, data_size=max(1 << 30, 2 * need))
+        self.machine = create_machine("proxy", in_process=True, data_size=max(64 << 20, need + (16 << 20)))
         entry = self.machine.load_program(program_for(plan))[function_name(plan)]
         arena = self.machine.data
 
