@@ -203,7 +203,8 @@ def test_public_format_counts(kernel, counts_cache, monkeypatch):
     assert one.bytes_moved >= one.weight_bytes            # every weight byte is loaded for a token
     # each decoded weight vector serves a group of up to four tokens: fewer instructions a token
     assert one.stats.instructions < block.stats.instructions < 16 * one.stats.instructions
-    assert len(list((counts_cache / "counts").glob(f"{kernel}-*.pkl"))) == 2
+    cached = {path.name.rsplit("-", 1)[0] for path in (counts_cache / "counts").glob(f"{kernel}-*.pkl")}
+    assert {f"{kernel}-16x8x256", f"{kernel}-8x256"} <= cached  # both kept (with the runs they came from)
 
 
 @pytest.mark.slow
