@@ -574,7 +574,12 @@ def announced(requests: Iterable[tuple[str, int, int, int]]) -> Iterator[None]:
 
 
 def workers() -> int:
-    """Processes for independent simulations: the CPUs this process may run on."""
+    """Processes for independent simulations: the CPUs this process may run on; 1 inside a daemonic
+    process (a sweep's pool worker), which may not have children."""
+    import multiprocessing
+
+    if multiprocessing.current_process().daemon:
+        return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
