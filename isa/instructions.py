@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
 
 from tsar.isa.config import TsarConfig, configs
 
@@ -168,20 +169,34 @@ def _tgemv_spec(cfg: TsarConfig) -> InstructionSpec:
 
 def instructions() -> tuple[InstructionSpec, ...]:
     """Every T-SAR instruction of every registered configuration."""
+    return _specs(configs())
+
+
+@cache
+def _specs(cfgs: tuple[TsarConfig, ...]) -> tuple[InstructionSpec, ...]:
+    """The instructions of ``cfgs``, built once per set of registered configurations (the
+    assembler, the decoders and the timing model look them up per instruction)."""
     out: list[InstructionSpec] = []
-    for cfg in configs():
+    for cfg in cfgs:
         out += [_tlut_spec(cfg), _tgemv_spec(cfg)]
     return tuple(out)
 
 
+@cache
+def _by_mnemonic(cfgs: tuple[TsarConfig, ...]) -> dict[str, tuple[InstructionSpec, ...]]:
+    out: dict[str, tuple[InstructionSpec, ...]] = {}
+    for spec in _specs(cfgs):
+        out[spec.mnemonic] = (*out.get(spec.mnemonic, ()), spec)
+    return out
+
+
 def mnemonics() -> frozenset[str]:
-    return frozenset(spec.mnemonic for spec in instructions())
+    return frozenset(_by_mnemonic(configs()))
 
 
 def by_mnemonic(mnemonic: str) -> tuple[InstructionSpec, ...]:
     """The specs sharing a mnemonic (one per vector width), empty if unknown."""
-    mnemonic = mnemonic.lower()
-    return tuple(spec for spec in instructions() if spec.mnemonic == mnemonic)
+    return _by_mnemonic(configs()).get(mnemonic.lower(), ())
 
 
 def by_opcode(opcode: int, vex_l: int) -> InstructionSpec | None:
