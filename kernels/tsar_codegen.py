@@ -106,6 +106,13 @@ def loop_forms(plan: KernelPlan) -> tuple[int, ...]:
     return tuple(_emit(plan, None).loops)
 
 
+def generate_with_forms(plan: KernelPlan, *, loops: Sequence[int] | None = None
+                        ) -> tuple[str, tuple[int, ...]]:
+    """:func:`generate` and the forms its counted loops took (``loops`` where given)."""
+    e = _emit(plan, loops)
+    return e.text(), tuple(e.loops)
+
+
 def _emit(plan: KernelPlan, loops: Sequence[int] | None) -> _Emitter:
     name = function_name(plan)
     e = _Emitter(name, loops)

@@ -143,32 +143,32 @@ class KernelPlan:
         """Zero inputs appended to K (``K_pad - K``, fewer than ``k``)."""
         return self.K_pad - self.K
 
-    @property
+    @cached_property
     def widen_every(self) -> int:
         """TGEMVs a lane may take before widening (the overflow bound of the configuration)."""
         return self.cfg.max_tgemv_per_widen()
 
     # --- register allocation ---------------------------------------------------------------------
-    @property
+    @cached_property
     def groups(self) -> int:
         """LUT groups live at once (G): chunks per token times tokens."""
         return self.chunk_groups * self.token_groups
 
-    @property
+    @cached_property
     def chunk_groups(self) -> int:
         """LUT groups of one token live at once, one per chunk (``ap-max``: G, else 1)."""
         if self.flow == "ap-max":
             return (VECTOR_REGISTERS - 1) // self.cfg.group_regs
         return 1
 
-    @property
+    @cached_property
     def token_groups(self) -> int:
         """Tokens whose LUT groups live at once (``ap-tokens``: G, one chunk each; else 1)."""
         if self.flow != "ap-tokens":
             return 1
         return self._ap_tokens_groups(self.weights_in_register)
 
-    @property
+    @cached_property
     def weights_in_register(self) -> bool:
         """``ap-tokens``: each weight operand is loaded once into registers and applied to every
         token's LUT group (when it fills whole registers and at least two tokens' groups fit beside
@@ -191,7 +191,7 @@ class KernelPlan:
     def _weight_register_end(self) -> int:
         return self.weight_register + self.cfg.weight_regs
 
-    @property
+    @cached_property
     def accumulators(self) -> int:
         """int16 tile accumulators live at once (U for AP, R for OP)."""
         free = VECTOR_REGISTERS - self.groups * self.cfg.group_regs
@@ -238,7 +238,7 @@ class KernelPlan:
             out.append(Window(start, tuple(batches)))
         return tuple(out)
 
-    @property
+    @cached_property
     def pass_tiles(self) -> int:
         """Tiles of one pass over K: OP, the R accumulators; ``ap-tokens``, the tile block whose
         partial-sum rows of ``token_block`` tokens fit ``PARTIAL_SUM_BYTES``."""
@@ -301,7 +301,7 @@ class KernelPlan:
         return self.weight_bytes
 
     # --- workspace -------------------------------------------------------------------------------
-    @property
+    @cached_property
     def workspace_layout(self) -> dict[str, tuple[int, int]]:
         """Byte ``(offset, size)`` of each field of one token's slot, 64-byte aligned
         (``ap-tokens`` keeps its partial sums in the block's rows instead, :attr:`partials_offset`).
@@ -316,7 +316,7 @@ class KernelPlan:
             offset += -(-size // 64) * 64
         return layout
 
-    @property
+    @cached_property
     def slot_bytes(self) -> int:
         """Workspace bytes of one token (the fields of :attr:`workspace_layout`)."""
         offset, size = list(self.workspace_layout.values())[-1]

@@ -187,14 +187,15 @@ def test_native_gemm_block_planned() -> None:
 # --- parallel simulation and the cache -------------------------------------------------------------
 def test_prefetch_simulates_the_planned_runs_in_parallel(tmp_path) -> None:
     """Two workers simulate every planned run and cache each; the counts then come from them."""
-    requests = [("tsar-c2s4-op", 3 * 192 + 16, 776, 1), ("tsar-c4s4-ap-min", 64, 776, 1)]
+    requests = [("tsar-c2s4-op", 8 * 192 + 16, 2056, 1), ("tsar-c4s4-ap-min", 1024, 2056, 1)]
     runs = plan_runs([Run(*r) for r in requests])
-    assert len(runs) >= 2
-    assert prefetch(requests, jobs=2) == 0  # planned above: nothing left to plan here
+    extrapolated_requests = [r for r in requests if Run(*r) not in runs]
+    assert len(runs) >= 2 and extrapolated_requests
     forget()  # as a fresh process
-    assert prefetch(requests, jobs=2) == len(runs)
-    assert all(cache_path(r).exists() for r in runs)
-    for r in requests:
+    assert prefetch(requests, jobs=2) == len(runs) + len(extrapolated_requests)
+    assert all(cache_path(r).exists() for r in [*runs, *(Run(*r) for r in requests)])
+    forget()
+    for r in requests:  # from the cache
         assert_same_counts(simulated_counts(r[0], r[1], r[2]), simulate_whole(Run(*r)))
 
 

@@ -2,8 +2,9 @@
 
 Every comparison, model evaluation and report needs the instruction mix and traffic of the same few
 kernels on the same few shapes; simulating them once per machine and reusing the counts keeps those
-commands fast. A cache entry is keyed by kernel, shape and a digest of the exact machine code, so
-a changed kernel is simulated again. Kernels: the T-SAR BitLinear kernels
+commands fast. A cache entry is keyed by kernel, shape and a digest of what makes the machine code
+(a T-SAR kernel's generated source and its assembler, the native library's bytes), so a changed
+kernel is simulated again. Kernels: the T-SAR BitLinear kernels
 (``tsar-<config>-<flow>``, :mod:`tsar.simulate.tsar_kernel`) and the native integer cores (``tl2``, ``tl1``,
 ``i2s``, ``int2`` and the public formats ``tq1_0``, ``tq2_0``, ``iq1_bn``, ``iq2_bn``,
 :mod:`tsar.simulate.native_kernel`).
@@ -69,17 +70,18 @@ they are simulated at ROW_UNIT and 2 * ROW_UNIT rows and extrapolated to larger 
 GEMM_BLOCK = TOKEN_BLOCK
 """Tokens of the simulated block from which prefill (GEMM) times are modelled: the T-SAR GEMM
 dataflows' token block (``tsar_plan.TOKEN_BLOCK``), and what the native GEMM loops run on too."""
-SEARCH = 4
+SEARCH = 3
 """Smaller shapes tried per axis for two runs of the target's code layout."""
-RUN_OVERHEAD = 2_000
+RUN_OVERHEAD = 2_500
 """The fixed cost of one simulation (assembling, a machine, decoding and compiling the code), in
-TGEMVs of simulated work: about 40 ms of the Python engine, which simulates a TGEMV with its loads
+TGEMVs of simulated work: about 45 ms of the Python engine, which simulates a TGEMV with its loads
 and loop in about 20 us, and per token an input's quantization in about as long, an output's
 zeroing and dequantization in 1.5 times that (fitted to the runs of a comparison)."""
-NATIVE_RUN_OVERHEAD = 2_000
+NATIVE_RUN_OVERHEAD = 1_000
 """Likewise for a native core, once its process has loaded the library (decoded once per process)."""
-NATIVE_WEIGHTS_PER_TGEMV = 2_000
-"""Weights x tokens of a native core simulated in the time of one TGEMV (TL2: about 3,500)."""
+NATIVE_WEIGHTS_PER_TGEMV = 3
+"""Weights x tokens of a native core simulated in the time of one TGEMV (TL2: about 5 us a weight,
+its 0.2 instructions per weight simulated at about 40,000 a second; the others no faster)."""
 
 
 @dataclass(frozen=True)
@@ -157,12 +159,9 @@ def _program(run: Run):
     return program_for(_plan(run), run.loops)
 
 
-@cache
 def _forms(run: Run) -> tuple[int, ...]:
     """The loop forms of the run's kernel (its own, whatever ``run.loops`` says)."""
-    from tsar.kernels.tsar_codegen import loop_forms
-
-    return loop_forms(_plan(run))
+    return _generated(replace(run, loops=None))[1]
 
 
 def _normal(run: Run) -> Run:
@@ -184,16 +183,28 @@ def _instruction(source: str) -> str | None:
 
 
 @cache
-def _signature(run: Run) -> tuple[str, ...] | None:
-    """The generated instructions of a T-SAR run with their numbers (immediates, displacements,
-    loop bounds) blanked out; None where the shape cannot take the run's loop forms."""
-    from tsar.kernels.tsar_codegen import generate
+def _generated(run: Run) -> tuple[str | None, tuple[int, ...]]:
+    """The generated assembly of a T-SAR run (None where the shape cannot take its loop forms) and
+    the forms its loops take."""
+    from tsar.kernels.tsar_codegen import generate_with_forms
 
     try:
-        source = generate(_plan(run), loops=run.loops)
+        return generate_with_forms(_plan(run), loops=run.loops)
     except ValueError:
-        return None
-    return tuple(_NUMBER.sub("#", text) for line in source.splitlines() if (text := _instruction(line)))
+        return None, ()
+
+
+def _source(run: Run) -> str | None:
+    return _generated(run)[0]
+
+
+@cache
+def _signature(run: Run) -> str | None:
+    """The generated assembly of a T-SAR run with every number (immediates, displacements, loop
+    bounds, and the shape in its header) blanked out; None where the shape cannot take the run's
+    loop forms. Labels keep their numbers: they count the loops emitted."""
+    source = _source(run)
+    return None if source is None else _NUMBER.sub("#", source)
 
 
 @cache
@@ -327,6 +338,7 @@ class _State:
     def __init__(self) -> None:
         self.planned: dict[Run, Basis | None] = {}  # how each planned run is computed (None: whole)
         self.simulated: dict[Run, KernelCounts] = {}  # simulated here or by prefetch's workers
+        self.computed: dict[Run, KernelCounts] = {}  # extrapolated by prefetch's workers
 
 
 _STATES: dict[Path, _State] = {}
@@ -396,9 +408,36 @@ def _decision(run: Run) -> Basis | None:
 
 
 # --- the cache ------------------------------------------------------------------------------------
+@cache
+def _assembler() -> bytes:
+    """What turns a T-SAR kernel's source into machine code: the ISA package's sources (assembler,
+    encodings, the configurations) and the x86 assembler's version."""
+    import keystone
+
+    from tsar.isa import assembler
+
+    digest = hashlib.sha256(keystone.version_bind().__repr__().encode())
+    for path in sorted(Path(assembler.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.digest()
+
+
 def _digest(run: Run) -> str:
-    code = _program(run).code if run.tsar else Path(build_sim_library()).read_bytes()
-    return hashlib.sha256(code).hexdigest()[:16]
+    """A T-SAR kernel's source and its assembler with the registered configurations (the machine
+    code is a function of them), or the native library's machine code."""
+    if run.tsar:
+        from tsar.isa.config import configs
+
+        source = _source(run)
+        if source is None:
+            raise ValueError(f"{run.kernel} {run.M} x {run.K} cannot take the loop forms {run.loops}")
+        return hashlib.sha256(_assembler() + repr(configs()).encode() + source.encode()).hexdigest()[:16]
+    return _library_digest()
+
+
+@cache
+def _library_digest() -> str:
+    return hashlib.sha256(Path(build_sim_library()).read_bytes()).hexdigest()[:16]
 
 
 def cache_path(run: Run) -> Path:
@@ -536,8 +575,9 @@ def affine_stats(one: Stats, two: Stats, t: int) -> Stats:
 def _counts(run: Run, use_cache: bool = True) -> KernelCounts:
     if not use_cache:
         return _store(run, simulate_whole(run))
-    if run in _state().simulated:
-        return _state().simulated[run]
+    state = _state()
+    if run in state.simulated or run in state.computed:
+        return state.simulated.get(run) or state.computed[run]
     found = _load(cache_path(run))
     if found is not None:
         return found
@@ -591,24 +631,45 @@ def _plan_quietly(requests: Iterable[Run]) -> list[Run]:
     return sorted(dict.fromkeys(out), key=_work, reverse=True)
 
 
+def _decisions(run: Run) -> dict[Run, Basis | None]:
+    """The planned decisions ``run``'s counts are computed by."""
+    planned, out = _state().planned, {}
+    todo = [run]
+    while todo:
+        r = todo.pop()
+        if r not in out and r in planned:
+            out[r] = planned[r]
+            todo += list(planned[r].runs) if planned[r] else []
+    return out
+
+
 def _simulate_in_worker(run: Run) -> KernelCounts:
     _ANNOUNCED.clear()
     return _simulated(run)
 
 
+def _finish_in_worker(run: Run, decisions: dict[Run, Basis | None]) -> KernelCounts:
+    _ANNOUNCED.clear()
+    _state().planned.update(decisions)
+    return _counts(run)
+
+
 def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | None = None) -> int:
-    """Plan ``requests`` (:func:`plan_runs`) and simulate the runs they need in ``jobs`` processes
-    (default :func:`workers`), largest first, each written to the cache as it completes; returns
-    how many were simulated or found cached. With one process nothing is done here (the counts are
-    simulated when asked for). The native cores' library is built by one worker while the others
-    simulate T-SAR runs. A run that fails is left out (asked for, it fails again, in context)."""
-    runs = [r if isinstance(r, Run) else Run(*r) for r in requests]
+    """Plan ``requests`` (:func:`plan_runs`) and compute them in ``jobs`` processes (default
+    :func:`workers`): the runs simulated whole first, largest first, then the counts extrapolated
+    from them, each written to the cache as it completes and kept here; returns how many counts
+    were computed. With one process nothing is done here (the counts are computed when asked for).
+    The native cores' library is built by one worker while the others simulate T-SAR runs. A count
+    that fails is left out (asked for, it fails again, in context)."""
+    runs = list(dict.fromkeys(r if isinstance(r, Run) else Run(*r) for r in requests))
     jobs = jobs or workers()
     if jobs < 2:
         return 0
     natives = [r for r in runs if not r.tsar]
     pending = _plan_quietly(r for r in runs if r.tsar)
-    if not natives and len(pending) < 2:
+    state = _state()
+    finish = [r for r in runs if r.tsar and state.planned.get(r)]
+    if not natives and len(pending) + len(finish) < 2:
         return 0
     import multiprocessing
 
@@ -616,21 +677,28 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
         try:
             build = pool.submit(build_sim_library) if natives else None
-            running: dict[Future, Run] = {}
-            while pending or running or build:
+            running: dict[Future, tuple[Run, bool]] = {}
+            while pending or running or build or finish:
+                if not pending and not build and not any(whole for _, whole in running.values()):
+                    while finish:  # every run simulated whole is cached: the rest are extrapolated
+                        run = finish.pop()
+                        running[pool.submit(_finish_in_worker, run, _decisions(run))] = run, False
                 while pending and len(running) + (build is not None) < jobs:
                     run = pending.pop(0)
-                    running[pool.submit(_simulate_in_worker, run)] = run
+                    running[pool.submit(_simulate_in_worker, run)] = run, True
+                if not running and not build:
+                    continue
                 finished, _ = wait([*running, *([build] if build else [])], return_when=FIRST_COMPLETED)
                 for future in finished:
                     if future is build:
                         build.result()  # the library, and with it the natives' cache keys, exist now
                         build = None
                         pending = sorted([*pending, *_plan_quietly(natives)], key=_work, reverse=True)
+                        finish += [r for r in natives if state.planned.get(r)]
                         continue
-                    run = running.pop(future)
+                    run, whole = running.pop(future)
                     if future.exception() is None:
-                        _state().simulated[run] = future.result()
+                        (state.simulated if whole else state.computed)[run] = future.result()
                         done += 1
         finally:  # interrupted or failed: what completed is cached, nothing new starts
             pool.shutdown(wait=True, cancel_futures=True)

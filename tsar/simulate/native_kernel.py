@@ -72,8 +72,10 @@ def pack_native(kernel: str, w: np.ndarray):
     return NATIVE_KERNELS[kernel].packer.pack(w)
 
 
+@cache
 def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
-    """Bytes of an ``M x K`` layer in ``kernel``'s weight format (padding and headers included)."""
+    """Bytes of an ``M x K`` layer in ``kernel``'s weight format (padding and headers included;
+    packed once per process: a large layer takes a while)."""
     return int(pack_native(kernel, np.zeros((M, K), np.int8)).data.nbytes)
 
 
