@@ -29,10 +29,11 @@ from dataclasses import dataclass
 
 from tsar.console import Steps
 from tsar.errors import UserError
-from tsar.estimate.layer import counts_for, modelled, platform_named
+from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
 from tsar.kernels.registry import COMPARED
 from tsar.kernels.tsar_plan import kernel_names
+from tsar.simulate.counts import announced
 from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS
 
 BASELINE = "tl2"
@@ -212,37 +213,42 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
     def error(kernel: str) -> float | None:
         return errors.error(kernel, N) if errors else None
 
-    for kernel in tsar_kernels:
-        step(f"{plat.name}: simulating {kernel} {M} x {K}")
-        c = counts[kernel] = counts_for(kernel, N, M, K)
-        seconds, bound = modelled(c, plat, N, threads)
-        rows[kernel] = Row(kernel, "T-SAR", seconds, c.bytes_moved / c.tokens,
-                           8.0 * c.weight_bytes / (M * K), bound, error(kernel))
-    for kernel in NATIVE_SIM_KERNELS:
-        step(f"{plat.name}: simulating native {kernel} {M} x {K}")
-        c = counts[kernel] = counts_for(kernel, N, M, K)
-        seconds, bound = modelled(c, plat, N, threads)
-        rows[kernel] = Row(kernel, "native", seconds, c.bytes_moved / c.tokens,
-                           8.0 * c.weight_bytes / (M * K), bound, error(kernel))
+    families = [(kernel, "T-SAR") for kernel in tsar_kernels] + [(k, "native") for k in NATIVE_SIM_KERNELS]
+    # the first count that is not cached simulates every kernel's missing runs, in parallel
+    with announced(compare_requests(N, M, K, tsar_kernels)):
+        for kernel, family in families:
+            step(f"{plat.name}: simulating {'native ' * (family == 'native')}{kernel} {M} x {K}")
+            c = counts[kernel] = counts_for(kernel, N, M, K)
+            # on the host the time is modelled once measured (at the clock the measurements ran at)
+            seconds, bound = (None, "") if measured else modelled(c, plat, N, threads)
+            rows[kernel] = Row(kernel, family, seconds, c.bytes_moved / c.tokens,
+                               8.0 * c.weight_bytes / (M * K), bound, error(kernel))
     skipped: list[tuple[str, str]] = []
     if measured:
+        from dataclasses import replace
+
         step(f"{plat.name}: measuring {N} x {M} x {K}, natives and T-SAR proxies alternating")
         skipped, ghz = _measure(rows, N, M, K, threads, tsar_kernels, repeats)
-        if ghz is not None:  # model at the clock the measurements ran at
-            from dataclasses import replace
-
+        if ghz is not None:
             from tsar.estimate.host import with_clock
 
             plat = with_clock(plat, ghz)
-            for kernel, c in counts.items():
-                seconds, bound = modelled(c, plat, N, threads)
-                rows[kernel] = replace(rows[kernel], modelled=seconds, bound=bound)
+        for kernel, c in counts.items():
+            seconds, bound = modelled(c, plat, N, threads)
+            rows[kernel] = replace(rows[kernel], modelled=seconds, bound=bound)
     bad = [r.kernel for r in rows.values()
            if not all(math.isfinite(t) and t > 0 for t in (r.modelled, r.measured) if t is not None)]
     if bad:  # a time that is not a positive number is a bug or a degenerate input, never a cell
         raise UserError(f"{N} x {M} x {K} on {platform}: no valid time for {', '.join(bad)}")
     return Comparison(N, M, K, platform, threads, tuple(rows.values()), tuple(skipped),
                       errors.describe() if errors else "")
+
+
+def compare_requests(N: int, M: int, K: int, tsar_kernels: Sequence[str] | None = None
+                     ) -> list[tuple[str, int, int, int]]:
+    """The simulated counts :func:`compare` reads (for :func:`tsar.simulate.counts.announced`)."""
+    kernels = (*(kernel_names() if tsar_kernels is None else tsar_kernels), *NATIVE_SIM_KERNELS)
+    return [counts_request(kernel, N, M, K) for kernel in kernels]
 
 
 def _measure(rows: dict[str, Row], N: int, M: int, K: int, threads: int,

@@ -18,6 +18,8 @@ import csv
 import html
 import io
 from collections.abc import Callable, Sequence
+from concurrent.futures import as_completed
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,13 +28,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from tsar.compare import MEASURED, MODELLED, Comparison, Row, compare
+from tsar.compare import MEASURED, MODELLED, Comparison, Row, compare, compare_requests
 from tsar.console import Steps, detail
 from tsar.estimate.layer import modelled, platform_named
-from tsar.estimate.model import ModelEstimate, evaluate
+from tsar.estimate.model import ModelEstimate, evaluate, model_requests
 from tsar.models import BITNET_2B, BITNET_2B_LAYERS, PREFILL_TOKENS
 from tsar.sim.platforms import PLATFORM_NAMES, SHIPPED
-from tsar.simulate.counts import simulated_counts
+from tsar.simulate.counts import prefetch, simulated_counts, worker_pool
 
 REPORT_MODELS = (BITNET_2B.name, "llama3-8b", "falcon3-10b")
 
@@ -215,29 +217,69 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
              f"({'measured natives' if platform == 'host' else 'modelled'})")
         return compare(n, m, k, platform, progress=inner, **options)
 
-    host_layers = [layer("host", m, k, repeats=repeats) for m, k in BITNET_2B_LAYERS]
-    platform_layers = {"host": host_layers}
-    for name in SHIPPED:
-        platform_layers[name] = [layer(name, m, k, threads=1) for m, k in BITNET_2B_LAYERS]
-    platform_gemm = {"host": [layer("host", m, k, PREFILL_TOKENS, repeats=max(3, repeats // 4))
-                              for m, k in BITNET_2B_LAYERS]}
-    for name in SHIPPED:
-        platform_gemm[name] = [layer(name, m, k, PREFILL_TOKENS, threads=1) for m, k in BITNET_2B_LAYERS]
-    models = []
-    for model in REPORT_MODELS:
-        for name in SHIPPED:
-            step(f"{name}: model {model}")
-            models.append(evaluate(model, name, progress=inner))
-    area_text = area_rows = None
-    if with_area:
+    import multiprocessing
+
+    fork = multiprocessing.get_context("fork")
+    synthesis = None
+    if with_area:  # Yosys runs beside the simulations (minutes uncached); the host is measured after
         from tsar.isa.config import C2S4
         from tsar.rtl.synth import area_table, format_area_table, synthesize
 
+        variants = [(256, ()), (256, (C2S4,))]
+
+        def synthesize_beside() -> None:
+            with suppress(KeyboardInterrupt):  # Ctrl-C: the report says it was interrupted
+                synthesize(variants)
+        synthesis = fork.Process(target=synthesize_beside, daemon=True)
+        synthesis.start()
+    # every simulated count of the report, simulated in parallel (each cached as it completes)
+    requests = [r for m, k in BITNET_2B_LAYERS for n in (1, PREFILL_TOKENS)
+                for r in compare_requests(n, m, k)]
+    requests += [r for model in REPORT_MODELS for r in model_requests(model)]
+    say("simulating the kernels on every layer shape, in parallel (cached after the first run)")
+    prefetch(requests)
+    # the modelled platforms' comparisons and model estimates: timing-model work, in parallel
+    jobs = [("model", model, name) for model in REPORT_MODELS for name in SHIPPED]
+    jobs += [("layer", name, m, k, n) for n in (1, PREFILL_TOKENS) for name in SHIPPED
+             for m, k in BITNET_2B_LAYERS]
+    results: dict[tuple, object] = {}
+    pool = worker_pool()
+    with pool:
+        try:
+            futures = {pool.submit(_modelled_job, job, inner): job for job in jobs}
+            for future in as_completed(futures):
+                job = futures[future]
+                step(f"{job[2]}: model {job[1]}" if job[0] == "model" else
+                     f"{job[1]}: layer {job[4]} x {job[2]} x {job[3]} (modelled)")
+                results[job] = future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    if synthesis:
+        synthesis.join()
+    host_layers = [layer("host", m, k, repeats=repeats) for m, k in BITNET_2B_LAYERS]
+    platform_layers = {"host": host_layers}
+    for name in SHIPPED:
+        platform_layers[name] = [results["layer", name, m, k, 1] for m, k in BITNET_2B_LAYERS]
+    platform_gemm = {"host": [layer("host", m, k, PREFILL_TOKENS, repeats=max(3, repeats // 4))
+                              for m, k in BITNET_2B_LAYERS]}
+    for name in SHIPPED:
+        platform_gemm[name] = [results["layer", name, m, k, PREFILL_TOKENS] for m, k in BITNET_2B_LAYERS]
+    models = [results["model", model, name] for model in REPORT_MODELS for name in SHIPPED]
+    area_text = area_rows = None
+    if with_area:
         step("synthesizing the RTL slices (cached after the first run)")
-        base, tsar = synthesize([(256, ()), (256, (C2S4,))])
+        base, tsar = synthesize(variants)  # cached by the run beside the simulations
         area_rows = area_table(base, tsar)
         area_text = format_area_table(area_rows, "256-bit slice, base vs T-SAR c2s4")
     return ReportData(host_layers, platform_layers, models, area_text, area_rows, platform_gemm)
+
+
+def _modelled_job(job: tuple, progress: Callable[[str], None]) -> Comparison | ModelEstimate:
+    """One of :func:`collect`'s modelled results, in a worker process."""
+    if job[0] == "model":
+        return evaluate(job[1], job[2], progress=progress)
+    _, name, m, k, n = job
+    return compare(n, m, k, name, progress=progress, threads=1)
 
 
 def provenance(repeats: int) -> dict[str, str]:

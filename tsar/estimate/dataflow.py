@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tsar.estimate.layer import counts_for, modelled, platform_named
+from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
 from tsar.kernels.tsar_plan import kernel_names
 from tsar.sim.platforms import Platform
 from tsar.sim.timing.adapters import profile_from_counts
 from tsar.sim.timing.core import core_bound
 from tsar.sim.uarch import load as load_uarch
-from tsar.simulate.counts import KernelCounts
+from tsar.simulate.counts import KernelCounts, announced
 
 L1_BYTES_PER_CYCLE = 64.0
 """Sustained L1 bytes per cycle assumed for the traffic bound (two 32-byte loads per cycle)."""
@@ -109,5 +109,6 @@ def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] | None = None
         raise ValueError(f"N must be at least 1, got {N}")
     kernels = kernel_names() if kernels is None else kernels  # the configurations registered now
     plat = platform_named(platform) if isinstance(platform, str) else platform
-    out = tuple(candidate(counts_for(kernel, N, M, K), plat, N) for kernel in kernels)
+    with announced([counts_request(kernel, N, M, K) for kernel in kernels]):  # simulated in parallel
+        out = tuple(candidate(counts_for(kernel, N, M, K), plat, N) for kernel in kernels)
     return Selection(M, K, N, plat.name, out)

@@ -31,11 +31,17 @@ def token_blocked(kernel: str, M: int, K: int) -> bool:
     return plan_for(kernel, M, K).token_block > 1
 
 
+def counts_request(kernel: str, N: int, M: int, K: int) -> tuple[str, int, int, int]:
+    """``(kernel, M, K, tokens)`` of :func:`counts_for` (for :func:`tsar.simulate.counts.announced`)."""
+    gemm = N > 1 and (not kernel.startswith(KERNEL_PREFIX) or token_blocked(kernel, M, K))
+    return kernel, M, K, min(N, GEMM_BLOCK) if gemm else 1
+
+
 def counts_for(kernel: str, N: int, M: int, K: int) -> KernelCounts:
     """The counts a time for ``N`` tokens is modelled from: one token for GEMV and for the per-token
     dataflows, one block of ``min(N, GEMM_BLOCK)`` tokens for GEMM kernels when N > 1."""
-    gemm = N > 1 and (not kernel.startswith(KERNEL_PREFIX) or token_blocked(kernel, M, K))
-    return simulated_counts(kernel, M, K, tokens=min(N, GEMM_BLOCK) if gemm else 1)
+    _, M, K, tokens = counts_request(kernel, N, M, K)
+    return simulated_counts(kernel, M, K, tokens=tokens)
 
 
 def modelled(c: KernelCounts, platform: Platform, n: int, threads: int,

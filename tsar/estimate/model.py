@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tsar.console import Steps
-from tsar.estimate.layer import counts_for, modelled, platform_named
+from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
 from tsar.kernels.tsar_plan import kernel_names
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
 from tsar.sim.platforms import Platform
-from tsar.simulate.counts import simulated_counts
+from tsar.simulate.counts import announced, simulated_counts
 
 
 @dataclass(frozen=True)
@@ -87,25 +87,38 @@ def evaluate(model: str, platform: str | Platform, *, threads: int | None = None
     cfg = get_model(model)
     plat = platform_named(platform) if isinstance(platform, str) else platform
     threads = threads or plat.threads
-    estimates = []
     step = Steps(len(cfg.gemv_shapes()), progress or (lambda _m: None))
-    for shape in cfg.gemv_shapes():
-        step(f"{plat.name}: {cfg.name} {shape.name} {shape.m} x {shape.k} (every kernel simulated once, "
-             "then cached)")
-        decode, prefill = {}, {}
-        for kernel in (*tsar_kernels, "tl2"):
-            c = simulated_counts(kernel, shape.m, shape.k)
-            model_bytes = cfg.linear_weights * c.weight_bytes / (shape.m * shape.k)
-            decode[kernel] = modelled(c, plat, 1, threads, weight_footprint=model_bytes)[0]
-            # prefill per token, from one simulated block of GEMM_BLOCK tokens for the GEMM kernels
-            prefill[kernel] = modelled(counts_for(kernel, PREFILL_TOKENS, shape.m, shape.k), plat, 1,
-                                       threads)[0]
-        best = min(tsar_kernels, key=decode.get)
-        best_prefill = min(tsar_kernels, key=prefill.get)
-        estimates.append(LayerEstimate(shape, best, decode[best], decode["tl2"], prefill[best_prefill],
-                                       prefill["tl2"], best_prefill))
+    with announced(model_requests(cfg.name, tsar_kernels)):  # simulated in parallel when first missed
+        estimates = [_layer(cfg, shape, plat, threads, tsar_kernels, step) for shape in cfg.gemv_shapes()]
     name = platform if isinstance(platform, str) else plat.name
     return ModelEstimate(cfg.name, name, threads, cfg.layers, tuple(estimates))
+
+
+def model_requests(model: str, tsar_kernels: Sequence[str] | None = None) -> list[tuple[str, int, int, int]]:
+    """The counts :func:`evaluate` reads (:func:`tsar.simulate.counts.announced`)."""
+    kernels = (*(kernel_names() if tsar_kernels is None else tsar_kernels), "tl2")
+    return [request for shape in get_model(model).gemv_shapes() for kernel in kernels
+            for request in ((kernel, shape.m, shape.k, 1),
+                            counts_request(kernel, PREFILL_TOKENS, shape.m, shape.k))]
+
+
+def _layer(cfg, shape: LinearShape, plat: Platform, threads: int, tsar_kernels: Sequence[str],
+           step: Callable[[str], None]) -> LayerEstimate:
+    """One matrix's decode and prefill times, T-SAR's fastest kernel for each and TL2's."""
+    step(f"{plat.name}: {cfg.name} {shape.name} {shape.m} x {shape.k} (every kernel simulated once, "
+         "then cached)")
+    decode, prefill = {}, {}
+    for kernel in (*tsar_kernels, "tl2"):
+        c = simulated_counts(kernel, shape.m, shape.k)
+        model_bytes = cfg.linear_weights * c.weight_bytes / (shape.m * shape.k)
+        decode[kernel] = modelled(c, plat, 1, threads, weight_footprint=model_bytes)[0]
+        # prefill per token, from one simulated block of GEMM_BLOCK tokens for the GEMM kernels
+        prefill[kernel] = modelled(counts_for(kernel, PREFILL_TOKENS, shape.m, shape.k), plat, 1,
+                                   threads)[0]
+    best = min(tsar_kernels, key=decode.get)
+    best_prefill = min(tsar_kernels, key=prefill.get)
+    return LayerEstimate(shape, best, decode[best], decode["tl2"], prefill[best_prefill],
+                         prefill["tl2"], best_prefill)
 
 
 def format_estimates(results: Sequence[ModelEstimate]) -> str:

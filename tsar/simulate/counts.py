@@ -48,9 +48,11 @@ import math
 import os
 import pickle
 import re
+import signal
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields, replace
 from functools import cache
@@ -671,10 +673,9 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
     finish = [r for r in runs if r.tsar and state.planned.get(r)]
     if not natives and len(pending) + len(finish) < 2:
         return 0
-    import multiprocessing
-
     done = 0
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+    pool = worker_pool(jobs)
+    with pool:
         try:
             build = pool.submit(build_sim_library) if natives else None
             running: dict[Future, tuple[Run, bool]] = {}
@@ -700,6 +701,17 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                     if future.exception() is None:
                         (state.simulated if whole else state.computed)[run] = future.result()
                         done += 1
+        except BrokenProcessPool:
+            pass  # a worker died: what is left is computed when asked for, here
         finally:  # interrupted or failed: what completed is cached, nothing new starts
             pool.shutdown(wait=True, cancel_futures=True)
     return done
+
+
+def worker_pool(jobs: int | None = None) -> ProcessPoolExecutor:
+    """A pool of ``jobs`` forked processes (default :func:`workers`) that leave Ctrl-C to this one
+    (which stops the pool: a worker finishes what it runs and caches it)."""
+    import multiprocessing
+
+    return ProcessPoolExecutor(jobs or workers(), mp_context=multiprocessing.get_context("fork"),
+                               initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))

@@ -71,6 +71,18 @@ def _kernel_for(shape: LinearShape, kernel: str) -> KernelPlan:
     return plan_for(select(shape.m, shape.k, shape.n).best.kernel, shape.m, shape.k)
 
 
+def _kernels_for(shapes: tuple[LinearShape, ...], kernel: str) -> dict[str, KernelPlan]:
+    """Each matrix's plan; with ``auto``, every shape's candidates are simulated in one go."""
+    if kernel != "auto":
+        return {s.name: _kernel_for(s, kernel) for s in shapes}
+    from tsar.estimate.layer import counts_request
+    from tsar.kernels.tsar_plan import kernel_names
+    from tsar.simulate.counts import announced
+
+    with announced([counts_request(k, s.n, s.m, s.k) for s in shapes for k in kernel_names()]):
+        return {s.name: _kernel_for(s, kernel) for s in shapes}
+
+
 def _weights(store: dict[str, np.ndarray], key: str, shape: LinearShape,
              rng: np.random.Generator) -> tuple[np.ndarray, float]:
     if key in store:
@@ -108,7 +120,7 @@ def run_model(name: str, tokens: int = 1, *, kernel: str = "auto", engine: str =
         for shape in shapes:
             if f"{layer}.{shape.name}" in store:
                 _weights(store, f"{layer}.{shape.name}", shape, np.random.default_rng(0))
-    plans = {s.name: _kernel_for(s, kernel) for s in shapes}
+    plans = _kernels_for(shapes, kernel)
     machine = create_machine(engine)
     entries = {n: machine.load_program(program_for(p))[function_name(p)] for n, p in plans.items()}
     run = ModelRun(tokens, kernels={n: p.name for n, p in plans.items()})
