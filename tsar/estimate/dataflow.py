@@ -15,6 +15,7 @@ per cycle). The paper's framework picks the fastest kernel per layer in the same
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
@@ -23,7 +24,7 @@ from tsar.sim.platforms import Platform
 from tsar.sim.timing.adapters import profile_from_counts
 from tsar.sim.timing.core import core_bound
 from tsar.sim.uarch import load as load_uarch
-from tsar.simulate.counts import KernelCounts, announced
+from tsar.simulate.counts import KernelCounts, announced, worker_pool, workers
 
 L1_BYTES_PER_CYCLE = 64.0
 """Sustained L1 bytes per cycle assumed for the traffic bound (two 32-byte loads per cycle)."""
@@ -110,5 +111,10 @@ def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] | None = None
     kernels = kernel_names() if kernels is None else kernels  # the configurations registered now
     plat = platform_named(platform) if isinstance(platform, str) else platform
     with announced([counts_request(kernel, N, M, K) for kernel in kernels]):  # simulated in parallel
-        out = tuple(candidate(counts_for(kernel, N, M, K), plat, N) for kernel in kernels)
+        counts = [counts_for(kernel, N, M, K) for kernel in kernels]
+    if len(kernels) < 4 or workers() < 2:
+        return Selection(M, K, N, plat.name, tuple(candidate(c, plat, N) for c in counts))
+    pool = worker_pool()  # the timing model's work, in parallel too
+    with pool:
+        out = tuple(pool.map(candidate, counts, repeat(plat), repeat(N)))
     return Selection(M, K, N, plat.name, out)

@@ -355,14 +355,14 @@ def forget() -> None:
     _STATES.clear()
 
 
-def _cheapest(run: Run, free: Callable[[Run], bool], memo: dict[Run, tuple[float, Basis | None]]
+def _cheapest(run: Run, direct: Callable[[Run], float], memo: dict[Run, tuple[float, Basis | None]]
               ) -> tuple[float, Basis | None]:
-    """The least estimated cost of ``run`` and its first step (None: simulated whole), runs for
-    which ``free`` holds costing nothing."""
+    """The least estimated cost of ``run`` and its first step (None: simulated whole, at the cost
+    ``direct`` says)."""
     if run not in memo:
-        best: tuple[float, Basis | None] = (0.0 if free(run) else _work(run), None)
+        best: tuple[float, Basis | None] = (direct(run), None)
         for b in bases(run) if best[0] else ():
-            cost = sum(_cheapest(r, free, memo)[0] for r in b.runs)
+            cost = sum(_cheapest(r, direct, memo)[0] for r in b.runs)
             if cost < best[0]:
                 best = (cost, b)
         memo[run] = best
@@ -372,27 +372,41 @@ def _cheapest(run: Run, free: Callable[[Run], bool], memo: dict[Run, tuple[float
 def basis(kernel: str, M: int, K: int, tokens: int = 1) -> Basis | None:
     """The first step of computing the counts of ``kernel`` on ``tokens x M x K`` alone, nothing
     cached (module doc), or None where it is simulated whole."""
-    return _cheapest(Run(kernel, M, K, tokens), lambda _run: False, {})[1]
+    return _cheapest(Run(kernel, M, K, tokens), _work, {})[1]
+
+
+def program(run: Run) -> Run:
+    """The code ``run`` executes: its runs with other numbers of tokens run it again (a worker
+    simulates them together, on one machine that has decoded and compiled it once)."""
+    return replace(run, tokens=1, gemm=False) if run.tsar else run
 
 
 def plan_runs(requests: Iterable[Run]) -> list[Run]:
     """Plan the counts of ``requests`` that are not cached, together: each is simulated whole or
     extrapolated from smaller runs, whichever costs least by :func:`_work`, a run that is already to
-    be simulated for another count (in this call or before) costing nothing. Returns the runs to
-    simulate (or find in the cache), largest first; the plan is kept for :func:`simulated_counts`."""
+    be simulated for another count (in this call or before) costing nothing, and another run of its
+    code less. Returns the runs to simulate (or find in the cache), largest first; the plan is kept
+    for :func:`simulated_counts`."""
     chosen: dict[Run, None] = {}
+    programs: set[Run] = set()
     planned, simulated = _state().planned, _state().simulated
 
     def free(run: Run) -> bool:
         return run in chosen or run in simulated or (run in planned and planned[run] is None)
 
+    def direct(run: Run) -> float:
+        if free(run):
+            return 0.0
+        return _work(run) - (RUN_OVERHEAD * 0.6 if run.tsar and program(run) in programs else 0)
+
     def commit(run: Run, memo: dict) -> None:
-        b = _cheapest(run, free, memo)[1]
+        b = _cheapest(run, direct, memo)[1]
         if free(run) and b is None:
             return
         planned[run] = b
         if b is None:
             chosen[run] = None
+            programs.add(program(run))
         else:
             for r in b.runs:
                 commit(r, memo)
@@ -625,6 +639,14 @@ def workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def _size(run: Run) -> float:
+    """:func:`_work`, or 0 for a shape the kernel cannot take (reported later, in context)."""
+    try:
+        return _work(run)
+    except (ValueError, UserError):
+        return 0.0
+
+
 def _plan_quietly(requests: Iterable[Run]) -> list[Run]:
     out: list[Run] = []
     for request in requests:  # a shape a kernel cannot take is left to the caller (reported in context)
@@ -645,9 +667,9 @@ def _decisions(run: Run) -> dict[Run, Basis | None]:
     return out
 
 
-def _simulate_in_worker(run: Run) -> KernelCounts:
+def _simulate_in_worker(runs: list[Run]) -> list[KernelCounts]:
     _ANNOUNCED.clear()
-    return _simulated(run)
+    return [_simulated(run) for run in runs]
 
 
 def _finish_in_worker(run: Run, decisions: dict[Run, Basis | None]) -> KernelCounts:
@@ -668,25 +690,39 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
     if jobs < 2:
         return 0
     natives = [r for r in runs if not r.tsar]
-    pending = _plan_quietly(r for r in runs if r.tsar)
+    unplanned = sorted((r for r in runs if r.tsar), key=_size, reverse=True)  # their runs first
     state = _state()
-    finish = [r for r in runs if r.tsar and state.planned.get(r)]
-    if not natives and len(pending) + len(finish) < 2:
+    pending: list[Run] = []
+    finish: list[Run] = []
+
+    def plan_next() -> None:  # plan requests until there are runs to hand out (the workers start early)
+        nonlocal pending
+        while unplanned and len(pending) < jobs:
+            request = unplanned.pop(0)
+            pending = sorted([*pending, *_plan_quietly([request])], key=_work, reverse=True)
+            if state.planned.get(request):
+                finish.append(request)
+
+    plan_next()
+    if not natives and not unplanned and len(pending) + len(finish) < 2:
         return 0
     done = 0
     pool = worker_pool(jobs)
     with pool:
         try:
             build = pool.submit(build_sim_library) if natives else None
-            running: dict[Future, tuple[Run, bool]] = {}
-            while pending or running or build or finish:
+            running: dict[Future, tuple] = {}  # (runs simulated whole, True) or (run, False)
+            while pending or running or build or finish or unplanned:
+                plan_next()
                 if not pending and not build and not any(whole for _, whole in running.values()):
                     while finish:  # every run simulated whole is cached: the rest are extrapolated
                         run = finish.pop()
                         running[pool.submit(_finish_in_worker, run, _decisions(run))] = run, False
                 while pending and len(running) + (build is not None) < jobs:
-                    run = pending.pop(0)
-                    running[pool.submit(_simulate_in_worker, run)] = run, True
+                    key = program(pending[0])  # with the other runs of its code
+                    group = [r for r in pending if program(r) == key]
+                    pending = [r for r in pending if program(r) != key]
+                    running[pool.submit(_simulate_in_worker, group)] = group, True
                 if not running and not build:
                     continue
                 finished, _ = wait([*running, *([build] if build else [])], return_when=FIRST_COMPLETED)
@@ -697,9 +733,12 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                         pending = sorted([*pending, *_plan_quietly(natives)], key=_work, reverse=True)
                         finish += [r for r in natives if state.planned.get(r)]
                         continue
-                    run, whole = running.pop(future)
-                    if future.exception() is None:
-                        (state.simulated if whole else state.computed)[run] = future.result()
+                    job, whole = running.pop(future)
+                    if future.exception() is None and whole:
+                        state.simulated.update(zip(job, future.result(), strict=True))
+                        done += len(job)
+                    elif future.exception() is None:
+                        state.computed[job] = future.result()
                         done += 1
         except BrokenProcessPool:
             pass  # a worker died: what is left is computed when asked for, here
