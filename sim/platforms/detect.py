@@ -47,8 +47,8 @@ _INTEL6: dict[int, tuple[str, bool, str]] = {
     207: ("alderlakep", True, "Emerald Rapids: Raptor Cove core (Golden Cove class)"),
     **{m: ("alderlakep", True, "Meteor/Arrow/Lunar Lake P-core: Golden Cove data as proxy")
        for m in (170, 172, 189, 197, 198)},
-    190: ("alderlake", False, "Alder Lake-N / Twin Lake: Gracemont E-cores"),
-    **{m: ("alderlake", True, "Tremont-class Atom: Gracemont data as proxy") for m in (134, 150, 156)},
+    190: ("gracemont", False, "Alder Lake-N / Twin Lake: Gracemont E-cores"),
+    **{m: ("gracemont", True, "Tremont-class Atom: Gracemont data as proxy") for m in (134, 150, 156)},
 }
 _AMD: dict[int, tuple[tuple[range, str, bool, str], ...]] = {
     0x17: ((range(0x30, 0x80), "zen2", False, "Zen 2"), (range(0x90, 0xB0), "zen2", False, "Zen 2"),
@@ -56,7 +56,7 @@ _AMD: dict[int, tuple[tuple[range, str, bool, str], ...]] = {
     0x19: ((range(0x00, 0x10), "zen3", False, "Zen 3"), (range(0x20, 0x60), "zen3", False, "Zen 3"),
            (range(0x10, 0x20), "zen4", False, "Zen 4"), (range(0x60, 0x80), "zen4", False, "Zen 4"),
            (range(0xA0, 0xB0), "zen4", False, "Zen 4c")),
-    0x1A: ((range(0x00, 0x100), "zen4", True, "Zen 5: Zen 4 data as proxy (no Zen 5 measurements exist)"),),
+    0x1A: ((range(0x00, 0x100), "zen5", False, "Zen 5 (InstLatx64 Ryzen 9 9950X measurements)"),),
 }
 
 
@@ -77,7 +77,7 @@ def uarch_for_cpu(vendor: str, family: int, model: int, stepping: int = 0) -> tu
         for models, name, proxy, note in _AMD.get(family, ()):
             if model in models:
                 return name, proxy, note
-        return "zen4", True, f"AMD family {family:#x} model {model:#x}: Zen 4 data as proxy"
+        return "zen5", True, f"AMD family {family:#x} model {model:#x}: Zen 5 data as proxy"
     return "alderlakep", True, f"unknown CPU {vendor} {family}/{model}: Golden Cove data as proxy"
 
 
@@ -92,6 +92,12 @@ def _cpuinfo() -> dict[str, str]:
     except OSError:
         pass
     return info
+
+
+def cpu_flags() -> frozenset[str]:
+    """The host CPU's feature flags (``/proc/cpuinfo``'s ``flags`` of the first processor; empty
+    where there is no such file)."""
+    return frozenset(_cpuinfo().get("flags", "").split())
 
 
 def _cpu_list_len(text: str) -> int:

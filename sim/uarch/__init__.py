@@ -1,7 +1,7 @@
 """Microarchitecture data: per-instruction latency/throughput/port tables and their lookup.
 
-``tsar.sim.uarch.load(name)`` returns a :class:`Uarch` for one of :data:`UARCH_NAMES` (``zen4``,
-``zen3``, ``zen2``, ``alderlakep`` = Golden Cove, ``alderlake`` = Gracemont, ``icelake``,
+``tsar.sim.uarch.load(name)`` returns a :class:`Uarch` for one of :data:`UARCH_NAMES` (``zen5``,
+``zen4``, ``zen3``, ``zen2``, ``alderlakep`` = Golden Cove, ``gracemont``, ``icelake``,
 ``tigerlake``, ``rocketlake``, ``skylake``, ``skylakex``, ``cascadelake``, ``haswell``);
 ``Uarch.lookup(mnemonic, operand_kinds)``
 returns an :class:`InstrTiming`. T-SAR instructions are timed by :func:`timing_of` /

@@ -23,8 +23,10 @@ from pathlib import Path
 from tsar.sim.uarch.cores import CoreDescription, core_description
 from tsar.sim.uarch.ports import add_usage, format_usage, parse_usage
 
-UARCHES = ("zen4", "zen3", "zen2", "alderlakep", "alderlake", "icelake", "tigerlake", "rocketlake",
+UARCHES = ("zen4", "zen3", "zen2", "alderlakep", "icelake", "tigerlake", "rocketlake",
            "skylake", "skylakex", "cascadelake", "haswell")
+# The uops.info Gracemont data (AssemblyStats ``alderlake.csv``, uops.info "ADL-E") is not written as
+# a table of its own: :mod:`tsar.sim.uarch.instlat` merges it into ``gracemont.csv``.
 SOURCE = {
     "data": "uops.info measurements (Abel & Reineke), as CSV in the AssemblyStats project",
     "repository": "https://github.com/ashvardanian/AssemblyStats",
@@ -279,9 +281,12 @@ def main(argv: list[str] | None = None) -> None:
         rows = build_one(args.source / f"{uarch}.csv", uarch)
         write_table(rows, args.out / f"{uarch}.csv")
         counts[uarch] = len(rows)
+    meta_path = args.out / "sources.json"
+    old = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta = {**SOURCE, "built_from": [f"{u}.csv" for u in UARCHES], "rows": counts,
-            "builder": "tsar.sim.uarch.build", "columns": list(COLUMNS)}
-    (args.out / "sources.json").write_text(json.dumps(meta, indent=2) + "\n")
+            "builder": "tsar.sim.uarch.build", "columns": list(COLUMNS),
+            **{k: v for k, v in old.items() if k == "instlatx64"}}
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(counts))
 
 

@@ -13,8 +13,8 @@ from importlib import resources
 from tsar.sim.uarch.cores import CoreDescription, core_description
 from tsar.sim.uarch.ports import add_usage, parse_usage
 
-UARCH_NAMES = ("zen4", "zen3", "zen2", "alderlakep", "alderlake", "icelake", "tigerlake", "rocketlake",
-               "skylake", "skylakex", "cascadelake", "haswell")
+UARCH_NAMES = ("zen5", "zen4", "zen3", "zen2", "alderlakep", "gracemont", "icelake", "tigerlake",
+               "rocketlake", "skylake", "skylakex", "cascadelake", "haswell")
 
 
 class UarchDataMissing(KeyError):
@@ -35,6 +35,8 @@ class InstrTiming:
     port group, e.g. ``{"p015": 1.0, "p23A": 1.0}``. ``source``: "exact" or how a fallback was
     made; ``exact`` is False for fallbacks; ``ports_source`` says whether the port usage is
     measured, measured plus synthesized load/store uops, derived from class rules, or absent.
+    ``data_source``: where the row's latency/throughput were measured (``instlatx64``,
+    ``uops.info:zen4``, ...; empty for the uops.info-only tables, see ``data/README.md``).
     """
 
     latency: float | None
@@ -47,6 +49,7 @@ class InstrTiming:
     source: str = "exact"
     ports_source: str = "measured"
     notes: tuple[str, ...] = field(default=())
+    data_source: str = ""
 
     @property
     def exact(self) -> bool:
@@ -165,7 +168,7 @@ class Uarch:
             recip_throughput=None if row.recip_throughput is None else row.recip_throughput * factor,
             uops=row.uops * factor, ports={g: n * factor for g, n in row.ports.items()},
             mnemonic=row.mnemonic, operands=want, source=f"fallback: {' '.join(have)}",
-            ports_source=row.ports_source, notes=tuple(notes))
+            ports_source=row.ports_source, notes=tuple(notes), data_source=row.data_source)
 
     def _memory_from_register(self, mn: str, ops: tuple[str, ...]) -> InstrTiming | None:
         mem = [i for i, k in enumerate(ops) if is_memory_kind(k)]
@@ -194,7 +197,7 @@ class Uarch:
             recip_throughput=base.recip_throughput, uops=base.uops,
             ports=add_usage(base.ports, extra), mnemonic=mn, operands=ops,
             source=f"synthesized: {' '.join(reg_ops)} + {'store' if store else 'load'}",
-            ports_source=base.ports_source,
+            ports_source=base.ports_source, data_source=base.data_source,
             notes=(*base.notes, f"memory operand modelled as {n} {'store' if store else 'load'} uop(s)"))
 
 
@@ -215,5 +218,5 @@ def load(name: str) -> Uarch:
             latency=_num(rec["latency"]), latency_max=_num(rec["latency_max"]),
             recip_throughput=_num(rec["recip_throughput"]), uops=float(rec["uops"]),
             ports=parse_usage(rec["ports"]), mnemonic=rec["mnemonic"], operands=ops,
-            ports_source=rec["ports_source"])
+            ports_source=rec["ports_source"], data_source=rec.get("source") or "")
     return Uarch(name, rows)
