@@ -37,6 +37,15 @@ from typing import Any
 VECTOR_REGISTERS = 16
 """Vector registers a VEX encoding addresses (xmm/ymm 0..15)."""
 
+EVEX_VECTOR_REGISTERS = 32
+"""Vector registers an EVEX encoding addresses (xmm/ymm/zmm 0..31)."""
+
+OPMASK_REGISTERS = 8
+"""AVX-512 opmask registers (k0..k7; k0 as a write mask means "no masking")."""
+
+MAX_VECTOR_BYTES = 64
+"""Bytes of the widest vector register (zmm, 512 bits)."""
+
 ENCODING_SLOTS = 16
 """Encoding slots of T-SAR configurations: the low nibble of the TLUT / TGEMV opcode byte."""
 

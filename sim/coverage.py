@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from tsar.sim.memory import GuestMemory
 from tsar.sim.python_engine.blocks import compile_one
-from tsar.sim.x86.forms import EXTENSIONS, Form, vex_forms
+from tsar.sim.x86.forms import ALL_EXTENSIONS, Form, all_forms
 from tsar.sim.x86.state import CpuState
 
 
@@ -38,11 +38,13 @@ def form_supported(form: Form, st: CpuState, address: int) -> bool:
 
 
 def coverage() -> list[ExtensionCoverage]:
-    """Coverage per extension of :data:`~tsar.sim.x86.forms.EXTENSIONS`, in that order."""
+    """Coverage per extension of :data:`~tsar.sim.x86.forms.ALL_EXTENSIONS`, in that order (the
+    VEX forms of :func:`~tsar.sim.x86.forms.vex_forms`, then the AVX-512-era forms of
+    :func:`~tsar.sim.x86.forms.avx512_forms`)."""
     mem = GuestMemory(code_size=4096, data_size=4096, stack_size=4096)
     st = CpuState(mem)
-    report = {ext: ExtensionCoverage(ext) for ext in EXTENSIONS}
-    for form in vex_forms():
+    report = {ext: ExtensionCoverage(ext) for ext in ALL_EXTENSIONS}
+    for form in all_forms():
         entry = report[form.extension]
         entry.total += 1
         if not form_supported(form, st, mem.code_start):

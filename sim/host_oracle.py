@@ -1,23 +1,27 @@
 """Host-CPU oracle: run one instruction natively on batches of register and memory states.
 
-A small harness (assembled with keystone) loops over records; for each it loads ymm0..15, nine
-GPRs and the arithmetic flags from the record, points ``rdx`` at the record's memory window, runs
-the instruction under test and stores everything back in place. The code runs in a forked child
-process, so a fault (SIGSEGV, SIGILL) is reported as :class:`HostOracleError` instead of killing the
-caller.
+A small harness (:mod:`tsar.sim.vector_spill`'s register image at the record's start)
+loops over records; for each it loads the vector registers, the opmask registers, nine GPRs and the
+arithmetic flags from the record, points ``rdx`` at the record's memory window, runs the
+instruction under test and stores everything back in place. On a host with AVX-512 the harness
+loads and stores zmm0..31 and k0..7 (:data:`HOST_AVX512`); elsewhere ymm0..15 only, and the rest
+of the record passes through unchanged (:func:`simulate_records` then leaves it unchanged too).
+The code runs in a forked child process, so a fault (SIGSEGV, SIGILL) is reported as
+:class:`HostOracleError` instead of killing the caller.
 
 Record layout (bytes, ``RECORD_BYTES`` per case, 64-byte aligned):
 
-* ``[0, GPR_OFFSET)`` (``[0, 512)``): ymm0..ymm15, ``REGISTER_BYTES`` (32) each;
-* ``[GPR_OFFSET, FLAGS_IN)`` (``[512, 584)``): the GPRs of ``GPRS`` (8 bytes each, little-endian);
-* ``[584, 592)``: RFLAGS in (arithmetic bits), ``[592, 600)``: RFLAGS out;
-* ``[600, 604)``: MXCSR in (keep every exception masked: the harness does not catch #XM),
-  ``[604, 608)``: MXCSR out;
-* ``[MEM_OFFSET, MEM_OFFSET + MEM_BYTES)`` (``MEM_OFFSET`` = 640, the end of the MXCSR rounded up
+* ``[0, K_OFFSET)`` (``[0, 2048)``): zmm0..zmm31, ``REGISTER_BYTES`` (64) each;
+* ``[K_OFFSET, GPR_OFFSET)`` (``[2048, 2112)``): k0..k7, 8 bytes each;
+* ``[GPR_OFFSET, FLAGS_IN)`` (``[2112, 2184)``): the GPRs of ``GPRS`` (8 bytes each, little-endian);
+* ``[2184, 2192)``: RFLAGS in (arithmetic bits), ``[2192, 2200)``: RFLAGS out;
+* ``[2200, 2204)``: MXCSR in (keep every exception masked: the harness does not catch #XM),
+  ``[2204, 2208)``: MXCSR out;
+* ``[MEM_OFFSET, MEM_OFFSET + MEM_BYTES)`` (``MEM_OFFSET`` = 2240, the end of the MXCSR rounded up
   to 64 bytes): memory; ``rdx`` = record + ``MEM_OFFSET + MEM_BIAS``.
 
-The offsets are derived from the register counts and sizes (:data:`tsar.isa.config.VECTOR_REGISTERS`,
-:data:`tsar.sim.x86.state.REGISTER_BYTES`); the numbers above are their values.
+The offsets are derived from the register image's (:mod:`tsar.sim.vector_spill`); the numbers
+above are their values.
 """
 
 from __future__ import annotations
@@ -30,14 +34,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from tsar.isa.assembler import keystone_code
-from tsar.isa.config import VECTOR_REGISTERS
 from tsar.isa.operands import GPR_NUMBER
-from tsar.sim.x86.state import REGISTER_BYTES
+from tsar.sim.vector_spill import HOST_AVX512, IMAGE_BYTES, K_OFFSET, spill_lines
 
 GPRS = ("rax", "rcx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 """GPRs loaded from / stored to each record (``rdx`` is the memory pointer; r12-r15 belong to
 the harness)."""
-GPR_OFFSET = VECTOR_REGISTERS * REGISTER_BYTES
+GPR_OFFSET = IMAGE_BYTES
 FLAGS_IN = GPR_OFFSET + 8 * len(GPRS)
 FLAGS_OUT = FLAGS_IN + 8
 MXCSR_IN = FLAGS_OUT + 8
@@ -52,10 +55,9 @@ class HostOracleError(RuntimeError):
     """The native run failed (the instruction faulted or the child process died)."""
 
 
-def harness(insn: bytes) -> bytes:
+def harness(insn: bytes, avx512: bool = HOST_AVX512) -> bytes:
     """Machine code of ``void run(uint8_t *records, size_t count)`` around ``insn``."""
-    load = [f"vmovdqu ymm{i}, ymmword ptr [r12 + {REGISTER_BYTES * i}]" for i in range(VECTOR_REGISTERS)]
-    store = [f"vmovdqu ymmword ptr [r12 + {REGISTER_BYTES * i}], ymm{i}" for i in range(VECTOR_REGISTERS)]
+    store, load = spill_lines("r12", avx512)
     gl = [f"mov {r}, qword ptr [r12 + {GPR_OFFSET + 8 * i}]" for i, r in enumerate(GPRS)]
     gs = [f"mov qword ptr [r12 + {GPR_OFFSET + 8 * i}], {r}" for i, r in enumerate(GPRS)]
     text = "\n".join([
@@ -146,6 +148,7 @@ def simulate_records(insn: bytes, records: np.ndarray, python_scalar: bool = Tru
 
     mem = GuestMemory(code_size=4096, data_size=1 << 16, stack_size=4096)
     st = CpuState(mem)
+    st.wide = HOST_AVX512  # the harness stores bits 511:256 only where the host has them
     window = mem.data_start
     rdx = window + MEM_BIAS
     code_addr = mem.code_start
@@ -169,7 +172,8 @@ def _simulate_each(out: np.ndarray, st, steps: list, mem, window: int, rdx: int)
     from tsar.sim.x86 import flags as fl
 
     for rec in out:
-        st.ymm[:] = rec[:GPR_OFFSET].reshape(st.ymm.shape)
+        st.zmm[:] = rec[:K_OFFSET].reshape(st.zmm.shape)
+        st.k[:] = [int(v) for v in rec[K_OFFSET:GPR_OFFSET].view(np.uint64)]
         gv = rec[GPR_OFFSET:GPR_OFFSET + 8 * len(GPRS)].view(np.uint64)
         for i, name in enumerate(GPRS):
             st.gpr[GPR_NUMBER[name]] = int(gv[i])
@@ -181,7 +185,8 @@ def _simulate_each(out: np.ndarray, st, steps: list, mem, window: int, rdx: int)
         mem.buf[window - mem.base:window - mem.base + MEM_BYTES] = rec[MEM_OFFSET:]
         for step in steps:
             step()
-        rec[:GPR_OFFSET] = st.ymm.reshape(-1)
+        rec[:K_OFFSET] = st.zmm.reshape(-1)
+        rec[K_OFFSET:GPR_OFFSET].view(np.uint64)[:] = st.k
         for i, name in enumerate(GPRS):
             gv[i] = st.gpr[GPR_NUMBER[name]]
         rec[FLAGS_OUT:FLAGS_OUT + 8].view(np.uint64)[0] = fl.materialize(st.flags[0], st.rflags_base)

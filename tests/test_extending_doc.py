@@ -123,7 +123,9 @@ def test_vector_register_count_comes_from_isa_config() -> None:
 
     assert tsar_plan.VECTOR_REGISTERS is config.VECTOR_REGISTERS
     assert len(RegisterFile(256).regs) == config.VECTOR_REGISTERS
-    assert CpuState.__init__.__code__.co_names.count("VECTOR_REGISTERS")  # sized from the ISA
+    assert CpuState.__init__.__code__.co_names.count("EVEX_VECTOR_REGISTERS")  # sized from the ISA
+    assert "`tsar.isa.config.EVEX_VECTOR_REGISTERS` (32, what EVEX addresses)" in FLAT
+    assert config.EVEX_VECTOR_REGISTERS == 32 and config.MAX_VECTOR_BYTES == 64
     found = []
     for where in REGISTER_SCAN:
         root = REPO / where

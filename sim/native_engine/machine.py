@@ -2,7 +2,7 @@
 
 Code is loaded into an executable arena; every T-SAR instruction is rewritten into a jump to a
 stub (:mod:`tsar.sim.native_engine.rewrite`) that runs the configuration's C helper
-(:mod:`tsar.sim.native_engine.tsar_stubs`, bit-exact with the golden semantics) on an image of the ymm
+(:mod:`tsar.sim.native_engine.tsar_stubs`, bit-exact with the golden semantics) on an image of the vector
 registers. Everything else runs at native speed. By default calls execute in a contained worker
 process (:mod:`tsar.sim.native_engine.worker`: forked, the arenas shared memory, the code
 read-only, every system call but reads and writes of its own pipes refused by a seccomp filter),
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from tsar.isa.assembler import Program, assemble
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.isa.stream import decode_one, decode_stream
 from tsar.sim.elf import load_elf_image
 from tsar.sim.engine import call_options, engine_options, refuse_options
@@ -41,8 +41,9 @@ from tsar.sim.errors import SYSTEM_CALL_MNEMONICS, SimulationError, system_call_
 from tsar.sim.native_engine.faults import AUDIT_ARCH_X86_64, FAULT_EXIT, GPR_WORDS, RECORD_WORDS, SIGNALS
 from tsar.sim.native_engine.rewrite import Site, assemble_stub, patch, refusal_patch
 from tsar.sim.native_engine.worker import Arguments, Worker, WorkerEnded, library
+from tsar.sim.vector_spill import IMAGE_BYTES
 from tsar.sim.x86.decode import mnemonic
-from tsar.sim.x86.state import GPR_NAMES, MASK64, REGISTER_BYTES
+from tsar.sim.x86.state import GPR_NAMES, MASK64
 
 PAGE = 4096
 _RETURNS = {"i64": ctypes.c_int64, "u64": ctypes.c_uint64, "i32": ctypes.c_int32,
@@ -117,7 +118,7 @@ class NativeMachine:
         self.stub_top = code_size
         self.data = _Arena(data_size, executable=False)
         self.control = _Arena(PAGE * 64, executable=False)  # register image, counters, fault record
-        self.image = self.control.alloc(VECTOR_REGISTERS * REGISTER_BYTES)
+        self.image = self.control.alloc(IMAGE_BYTES, 64)
         self.fault_record = self.control.alloc(8 * RECORD_WORDS)
         self.current_site = self.control.alloc(8, 8)  # the site whose helper runs, else 0
         self.timeout, self.in_process = timeout, in_process

@@ -4,8 +4,9 @@ Every T-SAR instruction (at least 5 bytes: VEX3 prefix, opcode, ModRM) is replac
 rel32`` to a stub generated for that site; the rest of its bytes become ``int3``. The stub knows
 the instruction's registers and addressing statically. It steps over the red zone, saves RFLAGS
 and the caller-saved GPRs, computes the memory operand's address from the guest's registers,
-stores ymm0..15 into a register image, calls the configuration's C helper
-(:mod:`.tsar_stubs`: the golden semantics on the image), reloads ymm0..15 from the image,
+stores the vector and opmask registers into a register image (:mod:`tsar.sim.vector_spill`:
+zmm0..31 and k0..7 on a host with AVX-512, else ymm0..15), calls the configuration's C helper
+(:mod:`.tsar_stubs`: the golden semantics on the image), reloads the registers from the image,
 counts the execution, restores the GPRs and RFLAGS and jumps back after the instruction. So every
 register and flag the instruction does not architecturally write is preserved.
 
@@ -20,10 +21,9 @@ from dataclasses import dataclass
 
 from tsar.isa import codec
 from tsar.isa.assembler import keystone_code
-from tsar.isa.config import VECTOR_REGISTERS
 from tsar.isa.instructions import Field, Kind
 from tsar.isa.operands import Memory, Register
-from tsar.sim.x86.state import REGISTER_BYTES
+from tsar.sim.vector_spill import spill_lines
 
 RED_ZONE = 128
 SAVED_GPRS = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "rbx")
@@ -74,18 +74,18 @@ def stub_text(site: Site, helper: int, image: int, counter: int, current: int) -
     else:
         lut = inst.operand(Field.VEX_VVVV).num
         args = [f"mov esi, {dst}", f"mov edx, {lut}", f"mov ecx, {src_reg}", "mov r8, rbx"]
-    regs = range(VECTOR_REGISTERS)
+    save, restore = spill_lines("rax")
     lines = [
         f"lea rsp, [rsp - {RED_ZONE}]", "pushfq", *(f"push {r}" for r in SAVED_GPRS),
         setup,
         f"movabs rax, {image:#x}",
-        *(f"vmovdqu ymmword ptr [rax + {REGISTER_BYTES * i}], ymm{i}" for i in regs),
+        *save,
         "mov rdi, rax", *args,
         f"movabs rax, {current:#x}", f"movabs r9, {site.address:#x}", "mov qword ptr [rax], r9",
         "mov rbx, rsp", "and rsp, -16", f"movabs rax, {helper:#x}", "call rax", "mov rsp, rbx",
         f"movabs rax, {current:#x}", "mov qword ptr [rax], 0",
         f"movabs rax, {image:#x}",
-        *(f"vmovdqu ymm{i}, ymmword ptr [rax + {REGISTER_BYTES * i}]" for i in regs),
+        *restore,
         f"movabs rax, {counter:#x}", "inc qword ptr [rax]",
         *(f"pop {r}" for r in reversed(SAVED_GPRS)), "popfq", f"lea rsp, [rsp + {RED_ZONE}]",
         f"jmp {site.next:#x}",

@@ -7,11 +7,12 @@ extensions / x86 builtins only) with every constant baked in and every loop unro
 * ``void tsar_tlut_<x>(uint8_t *regs, int dst, int src_reg, const int8_t *act)``;
 * ``void tsar_tgemv_<x>(uint8_t *regs, int dst, int lut, int src_reg, const uint8_t *weights)``.
 
-``regs`` is ymm0..ymm15, 32 bytes each, little-endian (the rows of ``CpuState.ymm``). An operand
+``regs`` is the register image of :mod:`tsar.sim.vector_spill` (register ``i`` at
+``REGISTER_BYTES * i``, little-endian: the rows of ``CpuState.zmm``). An operand
 comes from register ``src_reg`` (and the following ones: the low ``register_bytes`` of each) when
 ``src_reg >= 0``, else from the pointer, of which exactly the operand's bytes are read. Every
-operand is read before anything is written (operands may alias the destination); a 128-bit
-configuration zeroes bytes 16..31 of the registers it writes.
+operand is read before anything is written (operands may alias the destination); like every VEX
+write, an instruction zeroes the bytes of the registers it writes above its width, up to byte 63.
 
 TLUT: the activations, biased to unsigned (``a + 128``), are shuffled into byte pairs
 (``vpshufb``) and multiplied with the pairs' ``tlut_matrix`` coefficients (``vpmaddubsw``); the
@@ -150,9 +151,14 @@ def _operand_ptrs(name: str, arg: str, chunks: int, cfg: TsarConfig) -> list[str
 
 def _store(cfg: TsarConfig, vec: _Vec, where: str, value: str) -> list[str]:
     lines = [f"    *({vec.hu_u} *)({where}) = {value};"]
-    if cfg.register_bytes < REGISTER_BYTES:
-        lines.append(f"    *({vec.hu_u} *)({where} + {cfg.register_bytes}) = ({vec.hu}){{0}};")
-    return lines
+    return lines + _zero_upper(cfg, vec, where)
+
+
+def _zero_upper(cfg: TsarConfig, vec: _Vec, where: str) -> list[str]:
+    """Zero bytes ``register_bytes..REGISTER_BYTES`` of the register at ``where``."""
+    rb = cfg.register_bytes
+    return [f"    *({vec.hu_u} *)({where} + {off}) = ({vec.hu}){{0}};"
+            for off in range(rb, REGISTER_BYTES, rb)]
 
 
 def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
@@ -350,9 +356,7 @@ def _tgemv_scalar_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
                 terms.append(f"{sign} {scaled}")
         lines.append(f"    {acc_t} r{j} = ({acc_t})({' '.join(terms)});")
     lines += [f"    (({acc_u} *)accp)[{j}] = r{j};" for j in range(cfg.m)]
-    if rb < REGISTER_BYTES:
-        lines.append(f"    *({vec.hu_u} *)(accp + {rb}) = ({vec.hu}){{0}};")
-    return lines
+    return lines + _zero_upper(cfg, vec, "accp")
 
 
 def helper_source(cfg: TsarConfig) -> str:

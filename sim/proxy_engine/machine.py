@@ -8,7 +8,8 @@ same address), its register reads and writes, and its accumulator latency. The p
 reassembled, so labels, branches and loop layout stay those of the kernel (no jump to a stub and
 back, unlike the native engine), and the host's out-of-order core, caches and prefetchers run it
 (:class:`~tsar.sim.native_engine.machine.NativeMachine` executes it). **Results are meaningless**: only
-the time is of use, measured as the natives are.
+the time is of use, measured as the natives are. Other instructions pass through unchanged,
+AVX-512 ones included (given as ``.byte`` lines: the assembler has no EVEX).
 
 Sequences (``n`` = the instruction's uops as the model takes them,
 :func:`tsar.sim.uarch.tsar_ops.issue_cycles`: the RTL-measured port cycles where the RTL table has
@@ -39,6 +40,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+
+import iced_x86
 
 from tsar.isa import codec, syntax
 from tsar.isa.assembler import Program, assemble, strip_comment
@@ -142,9 +145,31 @@ def proxy_sequence(mnemonic: str, operands: list, scratch: int | None) -> ProxyS
     return ProxySequence(tuple(lines), n, loads, 0, 2)
 
 
+def _byte_registers(operands: str) -> set[int]:
+    """Vector registers (numbers below 16: the ones a proxy may pick) that the instructions
+    encoded by a ``.byte`` line use, explicitly or not (EVEX code, which the assembler only takes
+    as bytes); none when the bytes are not whole valid instructions (data)."""
+    try:
+        data = bytes(int(v, 0) & 0xFF for v in operands.split(","))
+    except ValueError:
+        return set()
+    used: set[int] = set()
+    info = iced_x86.InstructionInfoFactory()
+    for ins in iced_x86.Decoder(64, data):
+        if ins.is_invalid:
+            return set()
+        for u in info.info(ins).used_registers():
+            if iced_x86.RegisterExt.is_vector_register(u.register):
+                used.add(iced_x86.RegisterExt.number(u.register))
+    return {r for r in used if r < VECTOR_REGISTERS}
+
+
 def _vector_registers(body: str) -> set[int]:
-    """Vector registers a line names (T-SAR register groups in full)."""
+    """Vector registers a line names (T-SAR register groups in full; for a ``.byte`` line, those
+    its instructions use)."""
     word = body.split(None, 1)[0].lower() if body else ""
+    if word == ".byte":
+        return _byte_registers(body.split(None, 1)[1] if " " in body else "")
     if by_mnemonic(word):
         _, ops = _operands(body)
         inst = codec.make(word, *ops)
@@ -177,7 +202,9 @@ def proxy_source(source: str) -> str:
 
     The TGEMV proxy's scratch register is one that the innermost loop around the instruction
     never names (else one the whole program never names): values are meaningless anyway, and a
-    register named nowhere in the loop cannot add a dependency to it."""
+    register named nowhere in the loop cannot add a dependency to it. Instructions given as
+    ``.byte`` lines (AVX-512 code) name the registers they use, when each line holds whole
+    instructions."""
     lines = source.splitlines()
     matches = [_LABEL_RE.match(strip_comment(line)) for line in lines]
     bodies = [m.group(2).strip() if m else "" for m in matches]

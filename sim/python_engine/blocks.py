@@ -20,6 +20,8 @@ from tsar.isa.stream import MAX_LENGTH, decode_one
 from tsar.sim.errors import GuestFault
 from tsar.sim.python_engine.tsar_exec import TsarOp, batch_spans, compile_batch, compile_tsar, tsar_op
 from tsar.sim.x86.decode import is_vex, mnemonic
+from tsar.sim.x86.evex import VEX_TABLE, compile_evex, is_evex
+from tsar.sim.x86.opmask import compile_opmask, is_opmask
 from tsar.sim.x86.scalar import branch_target_fn, compile_scalar
 from tsar.sim.x86.state import CpuState
 from tsar.sim.x86.vecexec import Compiled, Unsupported, compile_vector
@@ -78,9 +80,14 @@ def decode_insn(st: CpuState, address: int, trace: bool = False) -> Insn:
     if ins is None:
         return Insn(address, 1, "(bad)", SCALAR, "(bad)")
     name, txt = mnemonic(ins), d.asm
-    if is_vex(ins):
+    if is_vex(ins) or is_evex(ins):
         try:
-            comp = compile_vector(ins, st, trace)
+            if is_evex(ins):
+                comp = compile_evex(ins, st, trace)
+            elif is_opmask(ins):
+                comp = compile_opmask(ins, st, trace)
+            else:
+                comp = compile_vector(ins, st, trace, VEX_TABLE)
         except Unsupported:
             fault = GuestFault("ud", f"instruction '{txt}' is not supported by the vector layer")
             return Insn(address, ins.len, name, VECTOR, txt, _raiser(fault), error=fault)

@@ -125,7 +125,7 @@ class PythonMachine:
         self._started = self._wall_deadline = 0.0
         self._hooks = Hooks(self.uc)
         self._gregs = RegBatch(self.uc, (*GPR_IDS, X.UC_X86_REG_EFLAGS))
-        row = self.st.ymm.ctypes.data
+        row = self.st.zmm.ctypes.data
         self._xregs = RegBatch(self.uc, XMM_IDS, [row + REGISTER_BYTES * i for i in range(VECTOR_REGISTERS)])
         self._hooked: set[int] = set()
         self._ublocks: dict[tuple[int, int], _UBlock] = {}
@@ -314,9 +314,9 @@ class PythonMachine:
         gpr[4] = rsp
         for reg, value in zip(_INT_ARG_REGS, ints[:6], strict=False):
             gpr[reg] = value
-        self.st.ymm[:] = 0
+        self.st.zmm[:] = 0
         for i, raw in enumerate(floats):
-            self.st.ymm[i, :len(raw)] = np.frombuffer(raw, np.uint8)
+            self.st.zmm[i, :len(raw)] = np.frombuffer(raw, np.uint8)
         vals = self._gregs.values
         vals[:_GPRS] = gpr
         vals[_GPRS] = 0x202
@@ -368,7 +368,7 @@ class PythonMachine:
             if self.legacy_sse:
                 self._xregs.read()
             dt = np.float32 if returns == "f32" else np.float64
-            return float(self.st.ymm[0, :np.dtype(dt).itemsize].view(dt)[0])
+            return float(self.st.zmm[0, :np.dtype(dt).itemsize].view(dt)[0])
         rax = self.uc.reg_read(X.UC_X86_REG_RAX)
         if returns == "u64":
             return rax

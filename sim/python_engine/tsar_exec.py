@@ -1,8 +1,9 @@
 """T-SAR instructions in the simulator: decoded by :func:`tsar.isa.decode`, executed by the
 golden semantics :func:`tsar.isa.semantics.tlut` / :func:`tsar.isa.semantics.tgemv`.
 
-Register groups map to consecutive rows of ``state.ymm``; a 128-bit configuration uses the xmm
-halves and, like every VEX.128 write, zeroes bits 255:128 of the registers it writes.
+Register groups map to consecutive rows of ``state.zmm``; a 128-bit configuration uses the xmm
+parts, a 256-bit one the ymm parts, and like every VEX write each zeroes the bits of the registers
+it writes above its width (up to bit 511; bits 511:256 only while :attr:`CpuState.wide`).
 
 Runs of T-SAR instructions inside a block can execute as one batch (:func:`batch_spans`,
 :func:`compile_batch`): all TLUTs in one :func:`tlut` call, all TGEMVs in one :func:`tgemv` call
@@ -26,7 +27,7 @@ from tsar.isa.semantics import tgemv, tlut
 from tsar.sim.errors import GuestFault
 from tsar.sim.x86.decode import Operand as DOperand
 from tsar.sim.x86.decode import address_fn
-from tsar.sim.x86.state import REGISTER_BYTES, CpuState
+from tsar.sim.x86.state import REGISTER_BYTES, YMM_BYTES, CpuState
 from tsar.sim.x86.vecexec import Compiled
 
 
@@ -83,7 +84,7 @@ def _source(op: Register | Memory, nbytes: int, regs: int, width: int, next_ip: 
                 st.trace.append((a, nbytes, 0))
             return view(a, nbytes)
         return read
-    rows = st.ymm[op.num:op.num + regs, :width]
+    rows = st.zmm[op.num:op.num + regs, :width]
     if width == REGISTER_BYTES:
         flat = rows.reshape(-1)[:nbytes]  # a view: consecutive full rows
         return lambda: flat
@@ -104,39 +105,37 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
     """Closure executing a decoded T-SAR instruction; memory traffic in bytes is static."""
     cfg = inst.spec.config
     width = cfg.register_bytes
-    y = st.ymm
+    y = st.zmm
     op = tsar_op(inst)
     mem_bytes = op.nbytes if isinstance(op.src, Memory) else 0
+    always = width < YMM_BYTES  # a VEX.128 write zeroes bits 255:128, which may be live
     if op.kind is Kind.TLUT:
         read = _source(op.src, cfg.k, 1, width, next_ip, st)
         group = y[op.dst:op.dst + cfg.group_regs]
-        if width == REGISTER_BYTES:
-            words_out = group.reshape(-1).view(cfg.lut_dtype)
+        words_out = group[:, :width].view(cfg.lut_dtype)  # (group_regs, lanes), a view
+        upper = group[:, width:]
 
-            def run_tlut() -> None:
-                words_out[:] = tlut(cfg, read().view(np.int8))
-            return Compiled(run_tlut, mem_bytes, 0)
-
-        def run_tlut_narrow() -> None:
-            words = tlut(cfg, read().view(np.int8))
-            group[:, :width] = words.view(np.uint8).reshape(cfg.group_regs, width)
-            group[:, width:] = 0
-        return Compiled(run_tlut_narrow, mem_bytes, 0)
+        def run_tlut() -> None:
+            words_out[:] = tlut(cfg, read().view(np.int8)).reshape(words_out.shape)
+            if always or st.wide:
+                upper.fill(0)
+        return Compiled(run_tlut, mem_bytes, 0)
     read_w = _source(op.src, cfg.weight_bytes, cfg.weight_regs, width, next_ip, st)
     lut_rows = y[op.lut:op.lut + cfg.group_regs, :width]
     acc_row = y[op.dst]
     acc = acc_row[:width].view(cfg.acc_dtype)
+    high = acc_row[width:]
     if width == REGISTER_BYTES:
         words = lut_rows.reshape(-1).view(cfg.lut_dtype)  # a view of the live registers
 
         def run_tgemv() -> None:
             acc[:] = tgemv(cfg, acc, words, read_w())
         return Compiled(run_tgemv, mem_bytes, 0)
-    high = acc_row[width:]
 
     def run_tgemv_narrow() -> None:
         acc[:] = tgemv(cfg, acc, lut_rows.reshape(-1).view(cfg.lut_dtype), read_w())
-        high.fill(0)
+        if always or st.wide:
+            high.fill(0)
     return Compiled(run_tgemv_narrow, mem_bytes, 0)
 
 
@@ -211,12 +210,12 @@ def _gather(ops: list[TsarOp], next_ips: list[int], st: CpuState) -> Callable[[]
 
 
 def _row_words(cfg: TsarConfig) -> int:
-    """LUT words in one row of ``state.ymm``."""
+    """LUT words in one row of ``state.zmm``."""
     return REGISTER_BYTES * 8 // cfg.lut_bits
 
 
 def _word_index(cfg: TsarConfig, bases: Sequence[int], regs: int) -> np.ndarray:
-    """Flat LUT-word indices of ``state.ymm`` (viewed as ``cfg.lut_dtype``) for the low
+    """Flat LUT-word indices of ``state.zmm`` (viewed as ``cfg.lut_dtype``) for the low
     ``register_bytes`` of ``regs`` registers from each base: shape ``(len(bases), regs * lanes)``."""
     lanes = cfg.lanes
     rows = np.asarray(bases)[:, None] + np.arange(regs)[None, :]
@@ -233,11 +232,12 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
     a memory trace, which records the accesses in program order.
     """
     cfg = ops[0].cfg
-    y = st.ymm
+    y = st.zmm
     # flat views of the registers in LUT words and in accumulator lanes
     flat = y.reshape(-1).view(cfg.lut_dtype)
     acc_flat = y.reshape(-1).view(cfg.acc_dtype)
-    wide = cfg.vector_bits == 256
+    width = cfg.register_bytes
+    wide = width >= YMM_BYTES  # register views instead of index arrays (the rows are strided)
     tl = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TLUT]
     tg = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TGEMV]
 
@@ -250,7 +250,9 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
             {r for op, _ in tl for r in op.writes})].reshape(-1), out_index.reshape(-1))
         single = len(tl) == 1 and wide
         if single:
-            out_view = y[tl[0][0].dst:tl[0][0].dst + cfg.group_regs].reshape(-1).view(cfg.lut_dtype)
+            rows = slice(tl[0][0].dst, tl[0][0].dst + cfg.group_regs)
+            out_view = y[rows, :width].view(cfg.lut_dtype)  # (group_regs, lanes)
+            out_upper = y[rows, width:]
 
     # TGEMVs: weights, groups, accumulators.
     if tg:
@@ -262,7 +264,7 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
             group_index = _word_index(cfg, luts, cfg.group_regs)
         group_view = None
         if wide and group_index.ndim == 1:
-            group_view = y[luts[0]:luts[0] + cfg.group_regs].reshape(-1).view(cfg.lut_dtype)
+            group_view = y[luts[0]:luts[0] + cfg.group_regs, :width].view(cfg.lut_dtype)
         accs = sorted({op.dst for op, _ in tg})
         zeros = np.zeros((len(tg), cfg.m), cfg.acc_dtype)
         order = [accs.index(op.dst) for op, _ in tg]
@@ -279,7 +281,8 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
                      + np.arange(cfg.acc_lanes)[None, :])
         acc_view = None
         if wide and accs == list(range(accs[0], accs[0] + len(accs))):
-            acc_view = y[accs[0]:accs[0] + len(accs)].view(cfg.acc_dtype)
+            acc_view = y[accs[0]:accs[0] + len(accs), :width].view(cfg.acc_dtype)
+            acc_upper = y[accs[0]:accs[0] + len(accs), width:]
         acc_high = None if wide else (np.asarray(accs)[:, None] * REGISTER_BYTES
                                       + np.arange(cfg.register_bytes, REGISTER_BYTES))
 
@@ -296,13 +299,15 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
         if tl:
             words = tlut(cfg, act.view(np.int8))
             if single:
-                out_view[:] = words[0]
+                out_view[:] = words[0].reshape(out_view.shape)
+                if st.wide:
+                    out_upper.fill(0)
             else:
                 flat[out_index] = words
                 if zero_index.size:
                     flat[zero_index] = 0
         if tg:
-            groups = group_view if group_view is not None else flat.take(group_index)
+            groups = group_view.reshape(-1) if group_view is not None else flat.take(group_index)
             contrib = tgemv(cfg, zeros, groups, weights)
             if reduce is not None:
                 contrib = np.matmul(reduce, contrib)  # int16: wraps mod 2^16
@@ -310,6 +315,8 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
                 contrib = contrib[perm]
             if acc_view is not None:
                 np.add(acc_view, contrib, out=acc_view)
+                if st.wide:
+                    acc_upper.fill(0)
             else:
                 acc_flat[acc_index] = acc_flat.take(acc_index) + contrib
                 if acc_high is not None:

@@ -38,8 +38,8 @@ def is_vex(ins: iced.Instruction) -> bool:
 
 @dataclass(frozen=True)
 class Operand:
-    """``kind``: ``vec`` / ``gpr`` / ``mem`` / ``imm``; ``size`` in bytes; ``reg`` register number
-    (gpr numbers in x86 encoding order); memory: ``base``/``index`` register numbers or -1,
+    """``kind``: ``vec`` / ``gpr`` / ``k`` (opmask) / ``mem`` / ``imm``; ``size`` in bytes; ``reg``
+    register number (gpr numbers in x86 encoding order); memory: ``base``/``index`` register numbers or -1,
     ``scale``, ``disp`` (two's complement, 64-bit) and ``rip_target`` for RIP-relative operands."""
 
     kind: str
@@ -63,6 +63,8 @@ def operands(ins: iced.Instruction) -> list[Operand]:
             size = _RX.size(reg)
             if _RX.is_xmm(reg) or _RX.is_ymm(reg) or _RX.is_zmm(reg):
                 out.append(Operand("vec", size, _RX.number(reg)))
+            elif _RX.is_k(reg):
+                out.append(Operand("k", 8, _RX.number(reg)))
             elif _RX.is_gpr(reg):
                 high = _RX.is_gpr8(reg) and reg in (iced.Register.AH, iced.Register.CH,
                                                      iced.Register.DH, iced.Register.BH)

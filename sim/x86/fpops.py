@@ -46,7 +46,7 @@ def _size(dt: type) -> int:
     return np.dtype(dt).itemsize
 
 
-def _merge_low(upper: np.ndarray, low: np.ndarray) -> np.ndarray:
+def merge_low(upper: np.ndarray, low: np.ndarray) -> np.ndarray:
     """An xmm value: ``low``'s bytes in element 0, the rest of the 16 bytes from ``upper``."""
     res = np.array(upper[..., :16])
     b = np.ascontiguousarray(low).view(U8)
@@ -87,7 +87,7 @@ def _scalar(dt: type, f: Callable[..., np.ndarray], n: int = 2) -> Op:
 
     def fn(s: list[np.ndarray], imm: int | None, out: int, env: FpEnv) -> np.ndarray:
         args = [x[..., :size].view(dt) for x in (s if n == 2 else s[1:])]
-        return _merge_low(s[0], env.host(f, *args))
+        return merge_low(s[0], env.host(f, *args))
     return Op(fn, fp=True)
 
 
@@ -229,7 +229,7 @@ def _fma(dt: type, order: str, neg_product: bool, neg_addend: bool | str, scalar
         res = fma32(finite_a, finite_b, finite_c, env) if dt is F32 else \
             _fma_soft(finite_a, finite_b, finite_c, env)
         res = np.where(nan, first, res)
-        return _merge_low(s[0], res) if scalar else res
+        return merge_low(s[0], res) if scalar else res
     return Op(fn, reads_dst=True, fp=True)
 
 
@@ -264,7 +264,7 @@ def _minmax(dt: type, is_max: bool, scalar: bool) -> Op:
                 env.signal(IE)
             a, b = denormal_inputs(env, a, b)
         r = np.where(a > b if is_max else a < b, a, b)
-        return _merge_low(s[0], r) if scalar else r
+        return merge_low(s[0], r) if scalar else r
     return Op(fn, fp=True)
 
 
@@ -313,7 +313,7 @@ def _cmp(dt: type, scalar: bool) -> Op:
                 return res
         a, b = ((x[..., :size] if scalar else x).view(dt) for x in s)
         mask = np.negative(_compare_lanes(a, b, imm & 31, env).astype(udt))
-        return _merge_low(s[0], mask) if scalar else mask
+        return merge_low(s[0], mask) if scalar else mask
     return Op(fn, fp=True)
 
 
@@ -400,7 +400,7 @@ def _cvt_scalar(src: type, dst: type) -> Op:
     def fn(s: list[np.ndarray], imm: int | None, out: int, env: FpEnv) -> np.ndarray:
         x = s[1]  # an integer source has the operand's width (r/m32 or r/m64)
         v = x.view(I32 if x.shape[-1] == 4 else I64) if src is I32 else x[..., :_size(src)].view(src)
-        return _merge_low(s[0], env.host(lambda v: v.astype(dst), v[..., :1]))
+        return merge_low(s[0], env.host(lambda v: v.astype(dst), v[..., :1]))
     return Op(fn, fp=True)
 
 
@@ -418,7 +418,7 @@ def _round(dt: type, scalar: bool) -> Op:
             if not imm & 8 and (np.isfinite(x) & (r != x)).any():
                 env.signal(PE)
         r = np.where(np.isnan(x), quiet(x), r).astype(dt)
-        return _merge_low(s[0], r) if scalar else r
+        return merge_low(s[0], r) if scalar else r
     return Op(fn, fp=True)
 
 
@@ -437,7 +437,7 @@ def _estimate(rsqrt: bool, scalar: bool) -> Op:
             if rsqrt:
                 r = np.where((x < 0), default_nan(F32), r)
         r = np.where(np.isnan(x), quiet(x), r).astype(F32)
-        return _merge_low(s[0], r) if scalar else r
+        return merge_low(s[0], r) if scalar else r
     return Op(fn, fp=True)
 
 

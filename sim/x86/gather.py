@@ -46,7 +46,7 @@ def compile_gather(ins: iced.Instruction, st: CpuState, trace: bool = False) -> 
     count = min(dst_bytes // elem, index_width // index_bytes)
     base = _RX.number(_RX.full_register(ins.memory_base)) if ins.memory_base != iced.Register.NONE else -1
     scale, disp = ins.memory_index_scale, ins.memory_displacement & MASK64
-    y, g, mem = st.ymm, st.gpr, st.mem
+    y, g, mem = st.zmm, st.gpr, st.mem
     idt = I32 if index_bytes == 4 else I64
     mdt = I32 if elem == 4 else I64
     drow, mrow = y[dst], y[mask]

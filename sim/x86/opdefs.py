@@ -27,6 +27,9 @@ class Op:
     ``writes_flags``: the instruction writes RFLAGS (``vptest``), result is the flags word.
     ``fp``: a floating-point instruction; ``fn`` takes a fourth argument, the guest's
     :class:`~tsar.sim.x86.fpenv.FpEnv` (rounding, DAZ/FTZ, raised exception flags).
+    ``to_mask`` (EVEX): the result is one bool per element, written to an opmask register.
+    ``uses_mask`` (EVEX): ``fn`` takes a fifth argument, the write mask as bools per element
+    (compress, expand), and applies it itself.
     """
 
     fn: Fn
@@ -35,6 +38,8 @@ class Op:
     dtype: type | None = None
     writes_flags: bool = False
     fp: bool = False
+    to_mask: bool = False
+    uses_mask: bool = False
 
 
 @dataclass(frozen=True)

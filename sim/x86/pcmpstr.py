@@ -80,7 +80,7 @@ def compile_pcmpstr(ins: iced.Instruction, st: CpuState, trace: bool = False) ->
     wide = full.endswith("64")  # VEX.W1: lengths in rax/rdx
     dt = _FORMATS[imm & 3]
     n = 16 // np.dtype(dt).itemsize
-    y, g, f = st.ymm, st.gpr, st.flags
+    y, g, f = st.zmm, st.gpr, st.flags
     arow = y[ops[0].reg, :16]
     src = ops[1]
     if src.kind == "vec":
@@ -112,7 +112,7 @@ def compile_pcmpstr(ins: iced.Instruction, st: CpuState, trace: bool = False) ->
             else:
                 g[1] = res.bit_length() - 1 if imm & 0x40 else (res & -res).bit_length() - 1
         else:
-            out = np.zeros(32, U8)
+            out = np.zeros(len(y[0]), U8)
             if imm & 0x40:
                 lanes = np.array([(res >> j) & 1 for j in range(n)], np.uint8)
                 out[:16] = np.repeat(lanes * np.uint8(0xFF), 16 // n)

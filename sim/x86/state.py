@@ -1,17 +1,22 @@
 """Architectural state the Python execution layer works on.
 
-``ymm``: ``(VECTOR_REGISTERS, REGISTER_BYTES)`` uint8, register ``i`` in row ``i``, little-endian
-lanes (xmm ``i`` is the first 16 bytes). ``gpr``: one Python int (unsigned 64-bit) per GPR, in x86
-encoding order (:data:`tsar.isa.operands.GPR64`: rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15).
-``flags``: a one-element list holding the lazy flag state of :mod:`tsar.sim.x86.flags`. ``mem``: the
-guest arena.
+``zmm``: ``(EVEX_VECTOR_REGISTERS, REGISTER_BYTES)`` = ``(32, 64)`` uint8, register ``i`` in row
+``i``, little-endian lanes (xmm ``i`` is the first 16 bytes of row ``i``, ymm ``i`` the first 32).
+``k``: the eight opmask registers as Python ints (unsigned 64-bit). ``gpr``: one Python int
+(unsigned 64-bit) per GPR, in x86 encoding order (:data:`tsar.isa.operands.GPR64`: rax, rcx, rdx,
+rbx, rsp, rbp, rsi, rdi, r8..r15). ``flags``: a one-element list holding the lazy flag state of
+:mod:`tsar.sim.x86.flags`. ``mem``: the guest arena.
+
+``wide``: bits 511:256 of some register may be non-zero (an EVEX instruction was compiled, or the
+caller loaded a 512-bit value). VEX and T-SAR writes zero bits 511:256 of their destination, as
+silicon does; while ``wide`` is false those bits are known to be zero and the closures skip it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tsar.isa.config import VECTOR_REGISTERS
+from tsar.isa.config import EVEX_VECTOR_REGISTERS, MAX_VECTOR_BYTES, OPMASK_REGISTERS
 from tsar.isa.operands import GPR64
 from tsar.sim.memory import GuestMemory
 from tsar.sim.x86 import flags
@@ -21,16 +26,21 @@ GPR_NAMES = GPR64
 """The GPRs of :attr:`CpuState.gpr`, in encoding order."""
 MASK64 = (1 << 64) - 1
 
-REGISTER_BYTES = 32
-"""Bytes of one row of :attr:`CpuState.ymm`: the widest VEX register (ymm, 256 bits)."""
+REGISTER_BYTES = MAX_VECTOR_BYTES
+"""Bytes of one row of :attr:`CpuState.zmm`: the widest register (zmm, 512 bits)."""
+YMM_BYTES = 32
+"""Bytes of a ymm register (the widest VEX operand)."""
 
 
 class CpuState:
-    """Vector registers, GPRs, lazy flags and memory shared by all compiled instruction closures."""
+    """Vector and opmask registers, GPRs, lazy flags and memory shared by all compiled instruction
+    closures."""
 
     def __init__(self, mem: GuestMemory) -> None:
         self.mem = mem
-        self.ymm = np.zeros((VECTOR_REGISTERS, REGISTER_BYTES), np.uint8)
+        self.zmm = np.zeros((EVEX_VECTOR_REGISTERS, REGISTER_BYTES), np.uint8)
+        self.k: list[int] = [0] * OPMASK_REGISTERS
+        self.wide = False
         self.gpr: list[int] = [0] * len(GPR_NAMES)
         self.flags: list[flags.FlagState] = [flags.raw(0x202)]
         self.rflags_base = 0x202  # non-arithmetic RFLAGS bits at entry

@@ -1,15 +1,16 @@
 """Compile one decoded VEX instruction into a Python closure over a :class:`CpuState`.
 
-The closure reads its sources (vector registers as views of ``state.ymm``, GPRs, guest memory as
+The closure reads its sources (vector registers as views of ``state.zmm``, GPRs, guest memory as
 views of the host arena), applies the semantics of :mod:`tsar.sim.x86.vecops` and writes the
-destination with the VEX rule: an xmm destination zeroes bits 255:128 of the ymm register.
+destination with the VEX rule: an xmm destination zeroes bits 511:128 of the zmm register, a ymm
+destination bits 511:256 (only while :attr:`CpuState.wide`: otherwise they are known zero).
 Element-wise integer ops whose sources are registers run in place with the ufunc's ``out=``.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import iced_x86 as iced
@@ -23,7 +24,7 @@ from tsar.sim.x86.decode import Operand, address_fn, mnemonic, operands
 from tsar.sim.x86.fpenv import CONTROL, FLAGS, MASKS, host_swap
 from tsar.sim.x86.fpops import PREDICATES, PY_RELATIONS
 from tsar.sim.x86.gather import compile_gather
-from tsar.sim.x86.opdefs import Compiled, Unsupported
+from tsar.sim.x86.opdefs import Compiled, Op, Unsupported
 from tsar.sim.x86.pcmpstr import compile_pcmpstr
 from tsar.sim.x86.state import MASK64, REGISTER_BYTES, CpuState
 from tsar.sim.x86.vecops import ALIGNED_MOVES, OPS, U8
@@ -43,7 +44,7 @@ class _WithImm:
 
 
 def _reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[], np.ndarray]:
-    y, g = st.ymm, st.gpr
+    y, g = st.zmm, st.gpr
     if op.kind == "vec":
         row = y[op.reg, :op.size]
         return lambda: row
@@ -67,14 +68,16 @@ def _reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callab
 
 
 def _writer(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[np.ndarray], None]:
-    y, g = st.ymm, st.gpr
+    y, g = st.zmm, st.gpr
     if op.kind == "vec":
         n, size = op.reg, op.size
-        if size == 32:
-            row = y[n]
+        if size > 16:  # ymm (bits 511:256 zeroed while they may be live) or zmm (upper empty)
+            row, upper = y[n, :size], y[n, size:]
 
             def write_y(res: np.ndarray) -> None:
                 row[:] = res.reshape(-1).view(U8)
+                if st.wide:
+                    upper.fill(0)
             return write_y
         low, high = y[n, :16], y[n, 16:]
 
@@ -102,15 +105,23 @@ def _writer(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callab
     raise Unsupported(f"destination kind {op.kind}")
 
 
-def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> Compiled:
-    """Closure for a VEX instruction; raises :class:`Unsupported` outside the coverage."""
+def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False,
+                   table: Mapping[str, Op] = OPS, registers: int = VECTOR_REGISTERS,
+                   aliases: Mapping[str, str] | None = None) -> Compiled:
+    """Closure for a VEX instruction; raises :class:`Unsupported` outside the coverage.
+
+    The EVEX layer (:mod:`tsar.sim.x86.evex`) compiles its unmasked instructions here too, with its
+    own ``table``, all ``registers`` (zmm0..31) and ``aliases`` (EVEX mnemonic -> the VEX one with
+    the same unmasked semantics, e.g. ``vmovdqu32`` -> ``vmovdqu``)."""
     name = mnemonic(ins)
+    if aliases:
+        name = aliases.get(name, name)
     if ins.is_vsib:
         return compile_gather(ins, st, trace)
     if name.startswith("vpcmp") and name[6:9] == "str":
         return compile_pcmpstr(ins, st, trace)
     ops = operands(ins)
-    if any(o.kind == "vec" and o.reg >= VECTOR_REGISTERS for o in ops) or any(o.kind == "other" for o in ops):
+    if any(o.kind == "vec" and o.reg >= registers for o in ops) or any(o.kind in ("other", "k") for o in ops):
         raise Unsupported(name)
     special = _special(name, ops, st, trace)
     if special is not None:
@@ -118,7 +129,7 @@ def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False) -> 
     bmi = compile_bmi(name, ops, st, trace)
     if bmi is not None:
         return Compiled(bmi[0], bmi[1], 0)
-    op = OPS.get(name)
+    op = table.get(name)
     if op is None:
         raise Unsupported(name)
     imm = next((o.value & 0xFF for o in ops if o.kind == "imm"), None)
@@ -172,9 +183,9 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
     """
     if trace or dst.kind != "vec":
         return _fast_store(name, dst, srcs, st, trace, align)
-    y, g = st.ymm, st.gpr
+    y, g = st.zmm, st.gpr
     size = dst.size
-    high = y[dst.reg, 16:]
+    high = y[dst.reg, size:]
     zero_high = size == 16
     src = srcs[0] if srcs else None
     if op.ufunc is not None and len(srcs) == 2 and src.kind == "vec":
@@ -185,12 +196,12 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
         if srcs[1].kind == "vec":
             b = typed[srcs[1].reg, :per]
             if not zero_high:
-                return lambda: uf(a, b, out=d)
+                return lambda: (uf(a, b, out=d), st.wide and high.fill(0))
             return lambda: (uf(a, b, out=d), high.fill(0))
         if srcs[1].kind == "mem":
             addr, view = address_fn(srcs[1], g), st.mem.view
             if not zero_high:
-                return lambda: uf(a, view(addr(), 32).view(dt), out=d)
+                return lambda: (uf(a, view(addr(), size).view(dt), out=d), st.wide and high.fill(0))
             return lambda: (uf(a, view(addr(), 16).view(dt), out=d), high.fill(0))
         return None
     row = y[dst.reg, :size]
@@ -198,12 +209,12 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
         if src.kind == "vec":
             srow = y[src.reg, :size]
             if not zero_high:
-                return lambda: row.__setitem__(Ellipsis, srow)
+                return lambda: (row.__setitem__(Ellipsis, srow), st.wide and high.fill(0))
             return lambda: (row.__setitem__(Ellipsis, srow), high.fill(0))
         if src.kind == "mem" and not align:
             addr, view = address_fn(src, g), st.mem.view
             if not zero_high:
-                return lambda: row.__setitem__(Ellipsis, view(addr(), 32))
+                return lambda: (row.__setitem__(Ellipsis, view(addr(), size)), st.wide and high.fill(0))
             return lambda: (row.__setitem__(Ellipsis, view(addr(), 16)), high.fill(0))
         return None
     if name in _BLENDV and len(srcs) == 3 and all(o.kind == "vec" for o in srcs):
@@ -222,7 +233,7 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
             mask = ((frm(regs[m0:m0 + size], "little") >> (lane - 1)) & lsbs) * ones
             value = a ^ ((a ^ frm(regs[b0:b0 + size], "little")) & mask)
             regs[d0:d0 + size] = value.to_bytes(size, "little")
-            if zero_high:
+            if zero_high or st.wide:
                 regs[d0 + size:d0 + REGISTER_BYTES] = upper
         return blendv
     if name in _SCALAR_LOADS and len(srcs) == 1 and src.kind == "mem":  # vmovss xmm, m32...
@@ -239,19 +250,83 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
         if src.kind == "vec":
             sview = y[src.reg, :nbytes].view(sdt)
             if src.reg == dst.reg:  # numpy does not order an overlapping casting copy
-                return lambda: (out.__setitem__(Ellipsis, sview.copy()), zero_high and high.fill(0))
+                return lambda: (out.__setitem__(Ellipsis, sview.copy()),
+                            (zero_high or st.wide) and high.fill(0))
             if not zero_high:
-                return lambda: out.__setitem__(Ellipsis, sview)
+                return lambda: (out.__setitem__(Ellipsis, sview), st.wide and high.fill(0))
             return lambda: (out.__setitem__(Ellipsis, sview), high.fill(0))
         if src.kind == "mem":
             addr, view = address_fn(src, g), st.mem.view
             return lambda: (out.__setitem__(Ellipsis, view(addr(), nbytes).view(sdt)),
-                            zero_high and high.fill(0))
+                            (zero_high or st.wide) and high.fill(0))
         return None
     if name in ("vextracti128", "vextractf128") and src is not None and src.kind == "vec":
         part = y[src.reg, 16:32] if op.imm & 1 else y[src.reg, :16]
         return lambda: (row.__setitem__(Ellipsis, part), high.fill(0))
+    if name in _IMM_SHIFTS and op.imm is not None and len(srcs) == 1 and src.kind in ("vec", "mem"):
+        return _shift_closure(name, op.imm, dst, src, st)
+    if name in _DOTS and len(srcs) == 3 and srcs[0].kind == srcs[1].kind == "vec" \
+            and srcs[2].kind in ("vec", "mem"):
+        return _dot_closure(name, dst, srcs, st)
     return None
+
+
+_IMM_SHIFTS = {f"vp{kind}{s}": (kind, dt) for kind, dt_of in (("sll", _EXT_TYPES), ("srl", _EXT_TYPES),
+                                                               ("sra", _EXT_TYPES))
+               for s, dt in ((s, dt_of[s][0 if kind == "sra" else 1]) for s in "wdq")}
+"""Shifts by an immediate: name -> (kind, lane type: signed for ``sra``, else unsigned)."""
+_DOTS = {"vpdpbusd": (np.uint8, np.int8, 4), "vpdpwssd": (np.int16, np.int16, 2)}
+"""Non-saturating VNNI dot products: name -> (src1 lane type, src2 lane type, products per dword)."""
+
+
+def _shift_closure(name: str, imm: int, dst: Operand, src: Operand, st: CpuState) -> Closure:
+    """``vpsrlw ymm, ymm, imm8`` and the like, in place with the ufunc's ``out=`` (a count past
+    the lane width gives zeros, or the sign for ``sra``)."""
+    kind, dt = _IMM_SHIFTS[name]
+    size, y = dst.size, st.zmm
+    bits = 8 * np.dtype(dt).itemsize
+    d = y[dst.reg, :size].view(dt)
+    high, zero_high = y[dst.reg, size:], size == 16
+    if imm >= bits and kind != "sra":
+        return lambda: (d.fill(0), (zero_high or st.wide) and high.fill(0))
+    count = dt(min(imm, bits - 1))
+    uf = np.left_shift if kind == "sll" else np.right_shift
+    if src.kind == "vec":
+        a = y[src.reg, :size].view(dt)
+        return lambda: (uf(a, count, out=d), (zero_high or st.wide) and high.fill(0))
+    addr, view = address_fn(src, st.gpr), st.mem.view
+    return lambda: (uf(view(addr(), size).view(dt), count, out=d), (zero_high or st.wide) and high.fill(0))
+
+
+def _dot_closure(name: str, dst: Operand, srcs: list[Operand], st: CpuState) -> Closure:
+    """``vpdpbusd`` / ``vpdpwssd`` (wrapping): products in a scratch row of 32-bit lanes, summed
+    per dword by a matrix-vector product with ones, and added to the accumulator in place."""
+    t1, t2, per = _DOTS[name]
+    size, y = dst.size, st.zmm
+    n = size // 4
+    acc, a = y[dst.reg, :size].view(np.int32), y[srcs[1].reg, :size].view(t1)
+    high, zero_high = y[dst.reg, size:], size == 16
+    products, sums = np.empty(size // np.dtype(t1).itemsize, np.int32), np.empty(n, np.int32)
+    groups, ones = products.reshape(n, per), np.ones(per, np.int32)
+    if srcs[2].kind == "vec":
+        b = y[srcs[2].reg, :size].view(t2)
+
+        def run_reg() -> None:
+            np.multiply(a, b, out=products, dtype=np.int32)
+            np.matmul(groups, ones, out=sums)
+            np.add(acc, sums, out=acc)
+            if zero_high or st.wide:
+                high.fill(0)
+        return run_reg
+    addr, view = address_fn(srcs[2], st.gpr), st.mem.view
+
+    def run_mem() -> None:
+        np.multiply(a, view(addr(), size).view(t2), out=products, dtype=np.int32)
+        np.matmul(groups, ones, out=sums)
+        np.add(acc, sums, out=acc)
+        if zero_high or st.wide:
+            high.fill(0)
+    return run_mem
 
 
 def _fast_store(name: str, dst: Operand, srcs: list[Operand], st: CpuState, trace: bool,
@@ -260,7 +335,7 @@ def _fast_store(name: str, dst: Operand, srcs: list[Operand], st: CpuState, trac
     if trace or align or dst.kind != "mem" or name not in _MOVES or srcs[0].kind != "vec":
         return None
     addr, wview, size = address_fn(dst, st.gpr), st.mem.wview, dst.size
-    srow = st.ymm[srcs[0].reg, :size]
+    srow = st.zmm[srcs[0].reg, :size]
     return lambda: wview(addr(), size).__setitem__(Ellipsis, srow)
 
 
@@ -294,7 +369,7 @@ def _register_or_memory(op: Operand, st: CpuState, size: int,
     """Reader of the low ``size`` bytes of a vector register, or of ``size`` bytes of memory, as
     lanes of ``dt`` (no tracing, no alignment check)."""
     if op.kind == "vec":
-        row = st.ymm[op.reg, :size].view(dt)
+        row = st.zmm[op.reg, :size].view(dt)
         return lambda: row
     addr, view = address_fn(op, st.gpr), st.mem.view
     return lambda: view(addr(), size).view(dt)
@@ -313,7 +388,7 @@ def _scalar_select_closure(name: str, imm: int | None, dst: Operand, srcs: list[
     dt, kind = _SCALAR_SELECT[name]
     size = np.dtype(dt).itemsize
     fmt = "<f" if size == 4 else "<d"
-    regs = memoryview(st.ymm.reshape(-1))
+    regs = memoryview(st.zmm.reshape(-1))
     d0, s0 = REGISTER_BYTES * dst.reg, REGISTER_BYTES * srcs[0].reg
     unpack = struct.unpack_from
     if srcs[1].kind == "vec":
@@ -359,12 +434,13 @@ def _fp_ufunc_closure(op, dst: Operand, srcs: list[Operand], st: CpuState, run_g
     scratch row under the guest's MXCSR (captured as :meth:`FpEnv.host` does), and the result is
     copied to the destination once no unmasked exception was raised. Outside a
     :meth:`FpEnv.session` it takes the generic path."""
-    y, env, uf, dt = st.ymm, st.fp, op.ufunc, op.dtype
+    y, env, uf, dt = st.zmm, st.fp, op.ufunc, op.dtype
     size = dst.size
     per = size // np.dtype(dt).itemsize
     typed = y.view(dt)
     a, d = typed[srcs[0].reg, :per], typed[dst.reg, :per]
-    high = y[dst.reg, 16:] if size == 16 else None
+    high = y[dst.reg, size:]
+    zero_high = size == 16
     scratch = np.empty(per, dt)
     b_read = _register_or_memory(srcs[1], st, size, dt)
     swap = host_swap
@@ -384,7 +460,7 @@ def _fp_ufunc_closure(op, dst: Operand, srcs: list[Operand], st: CpuState, run_g
         if env.raised:
             env.commit()
         d[:] = scratch
-        if high is not None:
+        if zero_high or st.wide:
             high.fill(0)
     return run
 
@@ -407,12 +483,12 @@ def _flags_closure(op, srcs: list[Operand], st: CpuState, trace: bool) -> Closur
 
 
 def _special(name: str, ops: list[Operand], st: CpuState, trace: bool) -> Compiled | None:
-    y = st.ymm
+    vex = st.zmm[:VECTOR_REGISTERS]  # zmm16-31 keep their values
     if name == "vzeroupper":
-        upper = y[:, 16:]
+        upper = vex[:, 16:]
         return Compiled(lambda: upper.fill(0), 0, 0)
     if name == "vzeroall":
-        return Compiled(lambda: y.fill(0), 0, 0)
+        return Compiled(lambda: vex.fill(0), 0, 0)
     if name in ("vpmaskmovd", "vpmaskmovq", "vmaskmovps", "vmaskmovpd"):
         return _maskmov(name, ops, st)
     if name in ("vldmxcsr", "vstmxcsr"):

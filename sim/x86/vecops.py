@@ -63,8 +63,8 @@ def _sign(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b < 0, np.negative(a), np.where(b == 0, 0, a)).astype(a.dtype)
 
 
-def _mulh(dt: type, wide: type, shift: int = 16) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    return lambda a, b: ((a.astype(wide) * b.astype(wide)) >> shift).astype(dt)
+def _mulh(dt: type, wide: type, bits: int = 16) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    return lambda a, b: ((a.astype(wide) * b.astype(wide)) >> bits).astype(dt)
 
 
 def _mulhrs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -172,7 +172,7 @@ def _blendv(dt: type) -> Op:
 
 # --- shifts ---------------------------------------------------------------------------------------
 
-def _shift(kind: str, dt: type, variable: bool = False) -> Op:
+def shift(kind: str, dt: type, variable: bool = False) -> Op:
     """Shift lanes of ``dt``: count from imm8, the low qword of an xmm, or per lane (variable).
 
     Counts >= the lane width give 0 (logical) or the sign fill (arithmetic).
@@ -478,14 +478,14 @@ def _build() -> dict[str, Op]:
             t[f"vpsubus{s}"] = saturating(udt, np.subtract)
             t[f"vpavg{s}"] = ew(udt, lambda a, b, udt=udt: ((a.astype(I32) + b + 1) >> 1).astype(udt))
         if s in "wdq":
-            t[f"vpsll{s}"] = _shift("sll", dt)
-            t[f"vpsrl{s}"] = _shift("srl", dt)
+            t[f"vpsll{s}"] = shift("sll", dt)
+            t[f"vpsrl{s}"] = shift("srl", dt)
         if s in "wd":
-            t[f"vpsra{s}"] = _shift("sra", dt)
+            t[f"vpsra{s}"] = shift("sra", dt)
         if s in "dq":
-            t[f"vpsllv{s}"] = _shift("sll", dt, variable=True)
-            t[f"vpsrlv{s}"] = _shift("srl", dt, variable=True)
-    t["vpsravd"] = _shift("sra", I32, variable=True)
+            t[f"vpsllv{s}"] = shift("sll", dt, variable=True)
+            t[f"vpsrlv{s}"] = shift("srl", dt, variable=True)
+    t["vpsravd"] = shift("sra", I32, variable=True)
     t["vpmullw"] = ew(I16, np.multiply, np.multiply)
     t["vpmulld"] = ew(I32, np.multiply, np.multiply)
     t["vpmulhw"] = ew(I16, _mulh(I16, I32))

@@ -89,3 +89,23 @@ def test_machine_code_with_tsar_is_refused() -> None:
     code = assemble("tlut2x4 ymm8, qword ptr [rdi]\nret\n").code
     with pytest.raises(SimulationError, match="assembly source"):
         create_machine("proxy").load_code(code)
+
+
+def test_scratch_avoids_the_registers_of_byte_lines() -> None:
+    """Instructions given as ``.byte`` lines (EVEX code: the assembler has no AVX-512) name the
+    registers they use, so the TGEMV scratch is none of them; data bytes name nothing."""
+    import iced_x86 as iced
+
+    from tsar.sim.vector_spill import byte_line
+
+    r = iced.Register
+    add = iced.Instruction.create_reg_reg_reg(iced.Code.EVEX_VPADDD_ZMM_K1Z_ZMM_ZMMM512B32, r.ZMM15, r.ZMM15,
+                                              r.ZMM20)
+    src = f"inner:\ntgemv8x16 ymm0, ymm8, [rsi]\n{byte_line(add)}\ndec rcx\njnz inner\nret\n"
+
+    def written(source: str) -> set[str]:
+        body = [line.split(";")[0].strip() for line in proxy_source(source).splitlines()]
+        return {_written(line) for line in body if line.startswith(PROXY_UOP)}
+    assert written(src) == {"ymm0", "ymm14"}  # ymm15 is the EVEX line's
+    data = src.replace(byte_line(add), ".byte 0x0f, 0x0b, 0x62, 0xe1")  # ud2, a truncated EVEX prefix
+    assert written(data) == {"ymm0", "ymm15"}

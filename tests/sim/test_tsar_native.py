@@ -26,6 +26,9 @@ from tsar.sim.native_engine.tsar_stubs import build_helpers, c_name, helper_sour
 from tsar.sim.python_engine.tsar_exec import compile_tsar
 from tsar.sim.x86.state import CpuState
 
+IMAGE = CpuState(GuestMemory(code_size=4096, data_size=4096, stack_size=4096)).zmm.shape
+"""The register image's (rows, bytes per row): zmm0..31."""
+
 pytestmark = pytest.mark.native
 
 VARIANTS = [  # (name, c, s, vector_bits): every TGEMV layout and both widths; no two share a
@@ -92,17 +95,18 @@ def _functions(lib: ctypes.CDLL, cfg: TsarConfig):
 
 
 def _image(rng: np.random.Generator) -> np.ndarray:
-    """Random ymm0..15 with int8 extremes (activations) and int16 extremes (words, accumulators)."""
-    regs = rng.integers(0, 256, (16, 32)).astype(np.uint8)
+    """A random register image (zmm0..31) with int8 extremes (activations) and int16 extremes
+    (words, accumulators)."""
+    regs = rng.integers(0, 256, IMAGE).astype(np.uint8)
     kind = rng.integers(0, 4)
     if kind == 1:  # int8 extremes everywhere
-        regs[:] = rng.choice(np.array([-128, 127, -127, 0, -1, 1], np.int8), (16, 32)).view(np.uint8)
+        regs[:] = rng.choice(np.array([-128, 127, -127, 0, -1, 1], np.int8), IMAGE).view(np.uint8)
     elif kind == 2:  # int16 extremes everywhere (accumulators and LUT words wrap)
         words = rng.choice(np.array([-32768, 32767, -32767, 32766, 0, -1, 512, -512], np.int16),
-                           (16, 16))
+                           (IMAGE[0], IMAGE[1] // 2))
         regs[:] = words.view(np.uint8)
     elif kind == 3:  # all-ones / all-zero bytes
-        regs[:] = rng.choice(np.array([0, 0xFF], np.uint8), (16, 32))
+        regs[:] = rng.choice(np.array([0, 0xFF], np.uint8), IMAGE)
     return regs
 
 
@@ -125,13 +129,14 @@ class _Python:
         self.st = CpuState(GuestMemory(code_size=1 << 16, data_size=1 << 16, stack_size=1 << 16))
         self.addr = self.st.mem.data_start
         self.st.gpr[6] = self.addr  # rsi
+        self.st.wide = True  # the images' bits 511:256 are live: writes zero them
 
     def run(self, inst: codec.TsarInstruction, regs: np.ndarray, operand: np.ndarray) -> np.ndarray:
-        self.st.ymm[:] = regs
+        self.st.zmm[:] = regs
         off = self.addr - self.st.mem.base
         self.st.mem.buf[off:off + operand.size] = operand
         compile_tsar(inst, 0, self.st).run()
-        return self.st.ymm.copy()
+        return self.st.zmm.copy()
 
 
 def _cases(cfg: TsarConfig, rng: np.random.Generator):
@@ -200,7 +205,7 @@ def test_tlut_then_tgemv_is_the_ternary_product(lib: ctypes.CDLL, all_configs: l
             act = rng.integers(-127, 128, cfg.k).astype(np.int8)
             tile = rng.integers(-1, 2, (cfg.m, cfg.k)).astype(np.int8)
             weights = np.ascontiguousarray(pack_tile(cfg, tile))
-            regs = np.zeros((16, 32), np.uint8)
+            regs = np.zeros(IMAGE, np.uint8)
             tlut(regs.ctypes.data, 0, -1, act.ctypes.data)
             start = regs[15, :cfg.register_bytes].view(cfg.acc_dtype).copy()  # LUT words if 16 regs
             tgemv(regs.ctypes.data, 15, 0, -1, weights.ctypes.data)
@@ -218,7 +223,7 @@ def _guarded_reads(path: str, cfgs: list[TsarConfig], queue) -> None:
     libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     assert libc.mprotect(base + page, page, 0) == 0
     lib = ctypes.CDLL(path)
-    regs = np.zeros((16, 32), np.uint8)
+    regs = np.zeros(IMAGE, np.uint8)
     for cfg in cfgs:
         tlut, tgemv = _functions(lib, cfg)
         tlut(regs.ctypes.data, 0, -1, base + page - cfg.k)

@@ -1,5 +1,5 @@
 """``tsar bench-sim``: simulated instructions per second on T-SAR kernels (the hand-written GEMV
-strip and a generated BitLinear kernel) and on an AVX2 kernel."""
+strip and a generated BitLinear kernel), on AVX2 kernels and on an AVX-512 VNNI kernel."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tsar.isa.config import C2S4
 from tsar.kernels.tsar_plan import kernel_name
 
 NAME = "bench-sim"
-HELP = "measure the simulator's speed (simulated instructions/s) on T-SAR and AVX2 kernels"
+HELP = "measure the simulator's speed (simulated instructions/s) on T-SAR, AVX2 and AVX-512 kernels"
 DEFAULT_KERNEL = kernel_name(C2S4, "op")
 
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     _RESULTS.clear()
     _JSON[0] = args.json or args.csv
     rng = np.random.default_rng(0)
-    step = console.Steps({"native": 1, "python": 4}.get(args.engine, 5))
+    step = console.Steps({"native": 1, "python": 5}.get(args.engine, 6))
     if args.engine == "native":
         step(f"native engine: {args.kernel} (the Python engine counts its instructions first)")
         _bench_native(args, rng, None)
@@ -120,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
             kernel="dot_i8_avx2.c", instructions=n, seconds=sec, minstr_per_s=n / sec / 1e6)
     step("Python engine: the AVX2 absmax quantization (compiled with gcc, cached)")
     _bench_quant(args, rng)
+    step("Python engine: the AVX-512 VNNI int2 GEMV (compiled with gcc, cached)")
+    _bench_vnni(args, rng)
     if args.engine == "both":
         step(f"native engine (in process and worker) and native TL2: {args.kernel}")
         _bench_native(args, rng, bitlinear_count)
@@ -164,6 +166,41 @@ def _bench_quant(args: argparse.Namespace, rng: np.random.Generator) -> None:
     _report(f"AVX2 quantize  quant_i8.c (gcc -O3 -mavx2 -mfma)  n = {n}:  {count:,} instructions in "
             f"{sec * 1e3:.1f} ms = {count / sec / 1e6:.3f} M simulated instr/s", engine="python",
             kernel="quant_i8.c", instructions=count, seconds=sec, minstr_per_s=count / sec / 1e6)
+
+
+VNNI_FLAGS = ("-mavx512f", "-mavx512bw", "-mavx512vnni")
+VNNI_ROWS = 64
+"""Rows of the AVX-512 GEMV measured (of the --m x --k layer: enough for a steady rate)."""
+
+
+def _bench_vnni(args: argparse.Namespace, rng: np.random.Generator) -> None:
+    """gcc -O3 -mavx512vnni int2 GEMV (``gemv_i2_vnni512.c``: 2-bit codes unpacked with shifts and
+    masks, vpdpbusd against int8 activations): the simulator's speed on AVX-512 int8 code."""
+    from tsar.kernels import kernel_c_dir
+    from tsar.sim import compile_c, create_machine
+    from tsar.sim.errors import SimulationError
+
+    k = max(256, args.k - args.k % 256)
+    rows = min(args.m, VNNI_ROWS)
+    codes = rng.integers(0, 3, (rows, k)).astype(np.uint8)
+    act = rng.integers(-128, 128, k).astype(np.int8)
+    blocks = codes.reshape(rows, k // 256, 4, 64)
+    w = (blocks[:, :, 0] | blocks[:, :, 1] << 2 | blocks[:, :, 2] << 4 | blocks[:, :, 3] << 6)
+    w = np.ascontiguousarray(w.astype(np.uint8).reshape(rows, -1))
+    out = np.zeros(rows, np.int32)
+    want = (codes.astype(np.int64) - 1) @ act.astype(np.int64)
+    machine = create_machine()
+    machine.load_elf(compile_c(kernel_c_dir() / "gemv_i2_vnni512.c", VNNI_FLAGS, opt="-O3"))
+
+    def check(_: object) -> None:
+        if not np.array_equal(out, want):
+            raise SimulationError("bench", "gemv_i2_vnni512 result differs from numpy")
+
+    count, sec = _measure(machine, "gemv_i2_vnni512", (w, act, out, rows, k), args.repeat, check)
+    _report(f"AVX-512 VNNI int2 GEMV  gemv_i2_vnni512.c (gcc -O3 -mavx512vnni)  {rows} x {k}:  "
+            f"{count:,} instructions in {sec * 1e3:.1f} ms = {count / sec / 1e6:.3f} M simulated instr/s",
+            engine="python", kernel="gemv_i2_vnni512.c", shape=[1, rows, k], instructions=count,
+            seconds=sec, minstr_per_s=count / sec / 1e6)
 
 
 def _bench_bitlinear(args: argparse.Namespace, rng: np.random.Generator) -> None:
