@@ -361,6 +361,63 @@ def demo_figures() -> list[Figure]:
                    {"seconds": seconds, "status": status})]
 
 
+FRONT_TARGETS = {"select": 5.0, "compare-prefill": 60.0, "report-cold": 180.0, "report-warm": 30.0}
+"""The front end's time targets in seconds on a 2-core machine (dataflow selection of `tsar run gemm
+--kernel auto`, the prefill comparison, the report with an empty and with a warm cache)."""
+SELECT_SHAPE, COMPARE_SHAPE = "8x6912x2560", "128x2560x6912"
+
+
+def _timed_command(argv: list[str], env: dict[str, str], until: str | None = None) -> tuple[float, int]:
+    """Wall seconds of ``tsar ARGV`` in a subprocess (to the first output line containing
+    ``until`` when given) and its exit status."""
+    import sys
+
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "tsar", *argv], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    reached = None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if until is not None and reached is None and until in line:
+            reached = time.perf_counter() - start
+    status = proc.wait()
+    return (reached if reached is not None else time.perf_counter() - start), status
+
+
+def front_figures() -> list[Figure]:
+    """The front end at a user's pace, each command in a fresh process with an empty cache (a
+    temporary ``TSAR_CACHE_DIR``): dataflow selection of ``tsar run gemm --kernel auto``, ``tsar
+    compare`` of a prefill layer on the Laptop, and ``tsar report`` cold then warm."""
+    import tempfile
+
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="tsar-front-") as tmp:
+        def fresh(name: str) -> dict[str, str]:
+            return {**os.environ, "TSAR_CACHE_DIR": str(Path(tmp) / name), "PYTHONUNBUFFERED": "1"}
+
+        cases = [
+            ("select", "dataflow selection of `tsar run gemm --kernel auto --shape "
+             f"{SELECT_SHAPE}`, empty cache", ["run", "gemm", "--kernel", "auto", "--shape", SELECT_SHAPE],
+             fresh("select"), "dataflow selection for"),
+            ("compare-prefill", f"`tsar compare --shape {COMPARE_SHAPE} --platform laptop`, empty cache",
+             ["compare", "--shape", COMPARE_SHAPE, "--platform", "laptop"], fresh("compare"), None),
+            ("report-cold", "`tsar report`, empty cache", ["report", "-o", str(Path(tmp) / "r.html")],
+             fresh("report"), None),
+            ("report-warm", "`tsar report`, its cache warm", ["report", "-o", str(Path(tmp) / "r.html")],
+             fresh("report"), None),
+        ]
+        for fid, what, argv, env, until in cases:
+            seconds, status = _timed_command(argv, env, until)
+            target = FRONT_TARGETS[fid]
+            verdict = "meets" if seconds <= target and status == 0 else "MISSES"
+            figures.append(Figure(
+                f"front-{fid}", "front", what,
+                f"{seconds:.0f} s ({verdict} the {target:.0f} s target)" +
+                ("" if status == 0 else f" (exit status {status})"),
+                {"seconds": seconds, "target_seconds": target, "status": status}))
+    return figures
+
+
 GROUPS: dict[str, Callable[[], list[Figure]]] = {
     "sim": simulator_figures,
     "model-run": model_run_figures,
@@ -369,6 +426,7 @@ GROUPS: dict[str, Callable[[], list[Figure]]] = {
     "model-error": model_error_figures,
     "area": area_figures,
     "demo": demo_figures,
+    "front": front_figures,
 }
 """Every group of figures, in the order measured (``tsar figures --only``)."""
 

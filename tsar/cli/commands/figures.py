@@ -11,7 +11,7 @@ from tsar.errors import UserError
 
 NAME = "figures"
 HELP = ("measure the README's figures again (simulator and native speeds, native kernels, comparisons, "
-        "model error, RTL area, demo time) into docs/figures.json")
+        "model error, RTL area, demo time, the front end's times) into docs/figures.json")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
