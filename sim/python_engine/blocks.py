@@ -194,8 +194,20 @@ class BlockCache:
         self.batch_tsar = batch_tsar
         self.insns: dict[int, Insn] = {}
         self.blocks: dict[int, Block | None] = {}
+        self.generation = st.generation
+        self.retired: list[Block] = []  # dropped blocks that ran in this call: their counts stay
+
+    def _check_generation(self) -> None:
+        """Drop every instruction and block compiled before the state's ``generation`` changed
+        (:meth:`CpuState.widen`: their closures assumed bits 511:256 zero)."""
+        if self.generation != self.st.generation:
+            self.generation = self.st.generation
+            self.retired += [b for b in self.blocks.values() if b is not None and b.hits]
+            self.insns.clear()
+            self.blocks.clear()
 
     def insn(self, address: int) -> Insn:
+        self._check_generation()
         insn = self.insns.get(address)
         if insn is None:
             insn = self.insns[address] = decode_insn(self.st, address, self.trace)
@@ -206,10 +218,16 @@ class BlockCache:
             return True
         return self.python_scalar and (insn.run is not None or insn.branch is not None)
 
+    def counted_blocks(self) -> list[Block]:
+        """Every block whose execution counts belong to the current call (live and retired)."""
+        return [b for b in self.blocks.values() if b is not None] + self.retired
+
     def block(self, address: int) -> Block | None:
         """The block starting at ``address``, or None when its first instruction is Unicorn's."""
+        self._check_generation()
         if address in self.blocks:
             return self.blocks[address]
+        generation = self.generation
         insns: list[Insn] = []
         branch = None
         addr = address
@@ -225,6 +243,8 @@ class BlockCache:
             if insn.branch is not None:
                 branch = insn.branch
                 break
+        if self.st.generation != generation:  # an instruction of it widened the state: rebuild
+            return self.block(address)
         block = None
         if insns:
             block = Block(address, insns, make_steps(self.st, insns, self.batch_tsar), branch, addr)

@@ -315,6 +315,7 @@ class PythonMachine:
         for reg, value in zip(_INT_ARG_REGS, ints[:6], strict=False):
             gpr[reg] = value
         self.st.zmm[:] = 0
+        self.st.k[:] = [0] * len(self.st.k)
         for i, raw in enumerate(floats):
             self.st.zmm[i, :len(raw)] = np.frombuffer(raw, np.uint8)
         vals = self._gregs.values
@@ -327,6 +328,7 @@ class PythonMachine:
         for block in self.cache.blocks.values():
             if block is not None:
                 block.hits = 0
+        self.cache.retired.clear()
         for ub in self._ublocks.values():
             ub.hits = 0
         self._error, self._counted, self._limit, self._entries = None, 0, limit, 0
@@ -636,8 +638,8 @@ class PythonMachine:
                   scalar_memory_counted=memory_stats or self.st.trace is not None)
         counts: Counter = Counter()
         scalar_read, scalar_written = self._scalar_mem
-        for block in self.cache.blocks.values():
-            if block is not None and block.hits:
+        for block in self.cache.counted_blocks():
+            if block.hits:
                 s.python_instructions += block.hits * len(block.insns)
                 for insn in block.insns:
                     counts[insn.address] += block.hits

@@ -3,7 +3,7 @@ golden semantics :func:`tsar.isa.semantics.tlut` / :func:`tsar.isa.semantics.tge
 
 Register groups map to consecutive rows of ``state.zmm``; a 128-bit configuration uses the xmm
 parts, a 256-bit one the ymm parts, and like every VEX write each zeroes the bits of the registers
-it writes above its width (up to bit 511; bits 511:256 only while :attr:`CpuState.wide`).
+it writes above its width (up to bit 511; bits 511:256 only when :attr:`CpuState.wide`).
 
 Runs of T-SAR instructions inside a block can execute as one batch (:func:`batch_spans`,
 :func:`compile_batch`): all TLUTs in one :func:`tlut` call, all TGEMVs in one :func:`tgemv` call
@@ -108,7 +108,7 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
     y = st.zmm
     op = tsar_op(inst)
     mem_bytes = op.nbytes if isinstance(op.src, Memory) else 0
-    always = width < YMM_BYTES  # a VEX.128 write zeroes bits 255:128, which may be live
+    zero_upper = width < YMM_BYTES or st.wide  # VEX.128 always; VEX.256 while bits 511:256 may be live
     if op.kind is Kind.TLUT:
         read = _source(op.src, cfg.k, 1, width, next_ip, st)
         group = y[op.dst:op.dst + cfg.group_regs]
@@ -117,7 +117,7 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
 
         def run_tlut() -> None:
             words_out[:] = tlut(cfg, read().view(np.int8)).reshape(words_out.shape)
-            if always or st.wide:
+            if zero_upper:
                 upper.fill(0)
         return Compiled(run_tlut, mem_bytes, 0)
     read_w = _source(op.src, cfg.weight_bytes, cfg.weight_regs, width, next_ip, st)
@@ -132,9 +132,14 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
             acc[:] = tgemv(cfg, acc, words, read_w())
         return Compiled(run_tgemv, mem_bytes, 0)
 
+    rows_words = lut_rows.view(cfg.lut_dtype)  # (group_regs, lanes): strided rows
+    words = np.empty(rows_words.size, cfg.lut_dtype)  # the group's words, gathered each call
+    gathered = words.reshape(rows_words.shape)
+
     def run_tgemv_narrow() -> None:
-        acc[:] = tgemv(cfg, acc, lut_rows.reshape(-1).view(cfg.lut_dtype), read_w())
-        if always or st.wide:
+        gathered[...] = rows_words
+        acc[:] = tgemv(cfg, acc, words, read_w())
+        if zero_upper:
             high.fill(0)
     return Compiled(run_tgemv_narrow, mem_bytes, 0)
 
@@ -238,6 +243,7 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
     acc_flat = y.reshape(-1).view(cfg.acc_dtype)
     width = cfg.register_bytes
     wide = width >= YMM_BYTES  # register views instead of index arrays (the rows are strided)
+    wide_state = st.wide  # bits 511:256 may be live (read at compile time: see CpuState.wide)
     tl = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TLUT]
     tg = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TGEMV]
 
@@ -265,6 +271,8 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
         group_view = None
         if wide and group_index.ndim == 1:
             group_view = y[luts[0]:luts[0] + cfg.group_regs, :width].view(cfg.lut_dtype)
+            group_words = np.empty(group_view.size, cfg.lut_dtype)  # gathered from the strided rows
+            group_gathered = group_words.reshape(group_view.shape)
         accs = sorted({op.dst for op, _ in tg})
         zeros = np.zeros((len(tg), cfg.m), cfg.acc_dtype)
         order = [accs.index(op.dst) for op, _ in tg]
@@ -300,14 +308,18 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
             words = tlut(cfg, act.view(np.int8))
             if single:
                 out_view[:] = words[0].reshape(out_view.shape)
-                if st.wide:
+                if wide_state:
                     out_upper.fill(0)
             else:
                 flat[out_index] = words
                 if zero_index.size:
                     flat[zero_index] = 0
         if tg:
-            groups = group_view.reshape(-1) if group_view is not None else flat.take(group_index)
+            if group_view is not None:
+                group_gathered[...] = group_view
+                groups = group_words
+            else:
+                groups = flat.take(group_index)
             contrib = tgemv(cfg, zeros, groups, weights)
             if reduce is not None:
                 contrib = np.matmul(reduce, contrib)  # int16: wraps mod 2^16
@@ -315,7 +327,7 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
                 contrib = contrib[perm]
             if acc_view is not None:
                 np.add(acc_view, contrib, out=acc_view)
-                if st.wide:
+                if wide_state:
                     acc_upper.fill(0)
             else:
                 acc_flat[acc_index] = acc_flat.take(acc_index) + contrib

@@ -78,7 +78,7 @@ def _mask_bits(value: int, n: int) -> np.ndarray:
 
 def compile_evex(ins: iced.Instruction, st: CpuState, trace: bool = False) -> Compiled:
     """Closure for an EVEX instruction; raises :class:`Unsupported` outside the coverage."""
-    st.wide = True  # from now on bits 511:256 may be live: VEX writes must zero them
+    st.widen()  # from now on bits 511:256 may be live: VEX writes must zero them
     if ins.is_vsib:
         return compile_evex_vsib(ins, st, trace)
     name = ALIASES.get(mnemonic(ins), mnemonic(ins))

@@ -9,7 +9,9 @@ rbx, rsp, rbp, rsi, rdi, r8..r15). ``flags``: a one-element list holding the laz
 
 ``wide``: bits 511:256 of some register may be non-zero (an EVEX instruction was compiled, or the
 caller loaded a 512-bit value). VEX and T-SAR writes zero bits 511:256 of their destination, as
-silicon does; while ``wide`` is false those bits are known to be zero and the closures skip it.
+silicon does; closures compiled while ``wide`` is false skip that store (the bits are known zero).
+:meth:`CpuState.widen` turns it on and bumps ``generation``, which tells the engine's caches to
+drop every closure compiled before (:class:`~tsar.sim.python_engine.blocks.BlockCache`).
 """
 
 from __future__ import annotations
@@ -41,11 +43,18 @@ class CpuState:
         self.zmm = np.zeros((EVEX_VECTOR_REGISTERS, REGISTER_BYTES), np.uint8)
         self.k: list[int] = [0] * OPMASK_REGISTERS
         self.wide = False
+        self.generation = 0  # bumped when closures compiled before are no longer valid
         self.gpr: list[int] = [0] * len(GPR_NAMES)
         self.flags: list[flags.FlagState] = [flags.raw(0x202)]
         self.rflags_base = 0x202  # non-arithmetic RFLAGS bits at entry
         self.fp = FpEnv()  # MXCSR
         self.trace: list[tuple[int, int, int]] | None = None  # (address, bytes, 1 = write)
+
+    def widen(self) -> None:
+        """Bits 511:256 may be live from now on (see the module docstring)."""
+        if not self.wide:
+            self.wide = True
+            self.generation += 1
 
     def registers(self) -> dict[str, int]:
         return dict(zip(GPR_NAMES, self.gpr, strict=True))

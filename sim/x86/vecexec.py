@@ -43,6 +43,13 @@ class _WithImm:
         return getattr(self.op, name)
 
 
+def zeroes_upper(size: int, st: CpuState) -> bool:
+    """Whether a VEX write of ``size`` bytes must zero the rest of its register: always for xmm
+    (bits 255:128 may be live); for ymm only while bits 511:256 may be (:attr:`CpuState.wide`,
+    read when the closure is compiled: the caches are cleared when it turns on)."""
+    return size < REGISTER_BYTES and (size == 16 or st.wide)
+
+
 def _reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[], np.ndarray]:
     y, g = st.zmm, st.gpr
     if op.kind == "vec":
@@ -73,12 +80,15 @@ def _writer(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callab
         n, size = op.reg, op.size
         if size > 16:  # ymm (bits 511:256 zeroed while they may be live) or zmm (upper empty)
             row, upper = y[n, :size], y[n, size:]
+            if not zeroes_upper(size, st):
+                def write_y(res: np.ndarray) -> None:
+                    row[:] = res.reshape(-1).view(U8)
+                return write_y
 
-            def write_y(res: np.ndarray) -> None:
+            def write_y_upper(res: np.ndarray) -> None:
                 row[:] = res.reshape(-1).view(U8)
-                if st.wide:
-                    upper.fill(0)
-            return write_y
+                upper.fill(0)
+            return write_y_upper
         low, high = y[n, :16], y[n, 16:]
 
         def write_x(res: np.ndarray) -> None:
@@ -186,7 +196,7 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
     y, g = st.zmm, st.gpr
     size = dst.size
     high = y[dst.reg, size:]
-    zero_high = size == 16
+    zero_high = zeroes_upper(size, st)
     src = srcs[0] if srcs else None
     if op.ufunc is not None and len(srcs) == 2 and src.kind == "vec":
         uf, dt = op.ufunc, op.dtype
@@ -196,26 +206,26 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
         if srcs[1].kind == "vec":
             b = typed[srcs[1].reg, :per]
             if not zero_high:
-                return lambda: (uf(a, b, out=d), st.wide and high.fill(0))
+                return lambda: uf(a, b, out=d)
             return lambda: (uf(a, b, out=d), high.fill(0))
         if srcs[1].kind == "mem":
             addr, view = address_fn(srcs[1], g), st.mem.view
             if not zero_high:
-                return lambda: (uf(a, view(addr(), size).view(dt), out=d), st.wide and high.fill(0))
-            return lambda: (uf(a, view(addr(), 16).view(dt), out=d), high.fill(0))
+                return lambda: uf(a, view(addr(), size).view(dt), out=d)
+            return lambda: (uf(a, view(addr(), size).view(dt), out=d), high.fill(0))
         return None
     row = y[dst.reg, :size]
     if name in _MOVES and src is not None:
         if src.kind == "vec":
             srow = y[src.reg, :size]
             if not zero_high:
-                return lambda: (row.__setitem__(Ellipsis, srow), st.wide and high.fill(0))
+                return lambda: row.__setitem__(Ellipsis, srow)
             return lambda: (row.__setitem__(Ellipsis, srow), high.fill(0))
         if src.kind == "mem" and not align:
             addr, view = address_fn(src, g), st.mem.view
             if not zero_high:
-                return lambda: (row.__setitem__(Ellipsis, view(addr(), size)), st.wide and high.fill(0))
-            return lambda: (row.__setitem__(Ellipsis, view(addr(), 16)), high.fill(0))
+                return lambda: row.__setitem__(Ellipsis, view(addr(), size))
+            return lambda: (row.__setitem__(Ellipsis, view(addr(), size)), high.fill(0))
         return None
     if name in _BLENDV and len(srcs) == 3 and all(o.kind == "vec" for o in srcs):
         # a bit select on Python ints: d = a ^ ((a ^ b) & mask), mask = each lane's sign spread
@@ -233,7 +243,7 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
             mask = ((frm(regs[m0:m0 + size], "little") >> (lane - 1)) & lsbs) * ones
             value = a ^ ((a ^ frm(regs[b0:b0 + size], "little")) & mask)
             regs[d0:d0 + size] = value.to_bytes(size, "little")
-            if zero_high or st.wide:
+            if zero_high:
                 regs[d0 + size:d0 + REGISTER_BYTES] = upper
         return blendv
     if name in _SCALAR_LOADS and len(srcs) == 1 and src.kind == "mem":  # vmovss xmm, m32...
@@ -251,14 +261,14 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
             sview = y[src.reg, :nbytes].view(sdt)
             if src.reg == dst.reg:  # numpy does not order an overlapping casting copy
                 return lambda: (out.__setitem__(Ellipsis, sview.copy()),
-                            (zero_high or st.wide) and high.fill(0))
+                            zero_high and high.fill(0))
             if not zero_high:
-                return lambda: (out.__setitem__(Ellipsis, sview), st.wide and high.fill(0))
+                return lambda: out.__setitem__(Ellipsis, sview)
             return lambda: (out.__setitem__(Ellipsis, sview), high.fill(0))
         if src.kind == "mem":
             addr, view = address_fn(src, g), st.mem.view
             return lambda: (out.__setitem__(Ellipsis, view(addr(), nbytes).view(sdt)),
-                            (zero_high or st.wide) and high.fill(0))
+                            zero_high and high.fill(0))
         return None
     if name in ("vextracti128", "vextractf128") and src is not None and src.kind == "vec":
         part = y[src.reg, 16:32] if op.imm & 1 else y[src.reg, :16]
@@ -286,16 +296,16 @@ def _shift_closure(name: str, imm: int, dst: Operand, src: Operand, st: CpuState
     size, y = dst.size, st.zmm
     bits = 8 * np.dtype(dt).itemsize
     d = y[dst.reg, :size].view(dt)
-    high, zero_high = y[dst.reg, size:], size == 16
+    high, zero_high = y[dst.reg, size:], zeroes_upper(size, st)
     if imm >= bits and kind != "sra":
-        return lambda: (d.fill(0), (zero_high or st.wide) and high.fill(0))
+        return lambda: (d.fill(0), zero_high and high.fill(0))
     count = dt(min(imm, bits - 1))
     uf = np.left_shift if kind == "sll" else np.right_shift
     if src.kind == "vec":
         a = y[src.reg, :size].view(dt)
-        return lambda: (uf(a, count, out=d), (zero_high or st.wide) and high.fill(0))
+        return lambda: (uf(a, count, out=d), zero_high and high.fill(0))
     addr, view = address_fn(src, st.gpr), st.mem.view
-    return lambda: (uf(view(addr(), size).view(dt), count, out=d), (zero_high or st.wide) and high.fill(0))
+    return lambda: (uf(view(addr(), size).view(dt), count, out=d), zero_high and high.fill(0))
 
 
 def _dot_closure(name: str, dst: Operand, srcs: list[Operand], st: CpuState) -> Closure:
@@ -305,7 +315,7 @@ def _dot_closure(name: str, dst: Operand, srcs: list[Operand], st: CpuState) -> 
     size, y = dst.size, st.zmm
     n = size // 4
     acc, a = y[dst.reg, :size].view(np.int32), y[srcs[1].reg, :size].view(t1)
-    high, zero_high = y[dst.reg, size:], size == 16
+    high, zero_high = y[dst.reg, size:], zeroes_upper(size, st)
     products, sums = np.empty(size // np.dtype(t1).itemsize, np.int32), np.empty(n, np.int32)
     groups, ones = products.reshape(n, per), np.ones(per, np.int32)
     if srcs[2].kind == "vec":
@@ -315,7 +325,7 @@ def _dot_closure(name: str, dst: Operand, srcs: list[Operand], st: CpuState) -> 
             np.multiply(a, b, out=products, dtype=np.int32)
             np.matmul(groups, ones, out=sums)
             np.add(acc, sums, out=acc)
-            if zero_high or st.wide:
+            if zero_high:
                 high.fill(0)
         return run_reg
     addr, view = address_fn(srcs[2], st.gpr), st.mem.view
@@ -324,7 +334,7 @@ def _dot_closure(name: str, dst: Operand, srcs: list[Operand], st: CpuState) -> 
         np.multiply(a, view(addr(), size).view(t2), out=products, dtype=np.int32)
         np.matmul(groups, ones, out=sums)
         np.add(acc, sums, out=acc)
-        if zero_high or st.wide:
+        if zero_high:
             high.fill(0)
     return run_mem
 
@@ -440,7 +450,7 @@ def _fp_ufunc_closure(op, dst: Operand, srcs: list[Operand], st: CpuState, run_g
     typed = y.view(dt)
     a, d = typed[srcs[0].reg, :per], typed[dst.reg, :per]
     high = y[dst.reg, size:]
-    zero_high = size == 16
+    zero_high = zeroes_upper(size, st)
     scratch = np.empty(per, dt)
     b_read = _register_or_memory(srcs[1], st, size, dt)
     swap = host_swap
@@ -460,7 +470,7 @@ def _fp_ufunc_closure(op, dst: Operand, srcs: list[Operand], st: CpuState, run_g
         if env.raised:
             env.commit()
         d[:] = scratch
-        if zero_high or st.wide:
+        if zero_high:
             high.fill(0)
     return run
 

@@ -64,3 +64,21 @@ def test_masked_store_writes_only_active_elements(machine) -> None:
     for i in (0, 2, 13, 15):
         want[i] = src[i]
     assert dst.tolist() == want.tolist()
+
+
+def test_vex_code_compiled_before_evex_zeroes_the_upper_bits_after() -> None:
+    """Closures compiled while no EVEX code was loaded skip zeroing bits 511:256 (they are known
+    zero); loading EVEX code drops them, so a VEX.256 write then zeroes what EVEX code set."""
+    m = create_machine("python")
+    a = m.load_asm("a:\n vpaddd ymm1, ymm1, ymm1\n ret\n", filename="a.s")["a"]
+    assert m.call(a, returns="none") is None  # a's closure compiled and run without EVEX state
+    ternlog = iced.Instruction.create_reg_reg_reg_u32(C.EVEX_VPTERNLOGD_ZMM_K1Z_ZMM_ZMMM512B32_IMM8,
+                                                      R.ZMM1, R.ZMM1, R.ZMM1, 0xFF)
+    store = iced.Instruction.create_mem_reg(C.EVEX_VMOVDQU64_ZMMM512_K1Z_ZMM, iced.MemoryOperand(R.RSI),
+                                            R.ZMM1)
+    m.load_asm("\n".join(["b:", byte_line(ternlog), "call rdi", byte_line(store), "ret", ""]),
+               filename="b.s")
+    out = np.zeros(64, np.uint8)
+    m.call("b", a, out, returns="none")
+    assert (out[:32] == 0xFE).sum() == 8 and out[32:].tolist() == [0] * 32  # -1 + -1 per dword
+    assert m.stats.instructions == 6

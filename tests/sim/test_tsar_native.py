@@ -129,7 +129,7 @@ class _Python:
         self.st = CpuState(GuestMemory(code_size=1 << 16, data_size=1 << 16, stack_size=1 << 16))
         self.addr = self.st.mem.data_start
         self.st.gpr[6] = self.addr  # rsi
-        self.st.wide = True  # the images' bits 511:256 are live: writes zero them
+        self.st.widen()  # the images' bits 511:256 are live: writes zero them
 
     def run(self, inst: codec.TsarInstruction, regs: np.ndarray, operand: np.ndarray) -> np.ndarray:
         self.st.zmm[:] = regs
