@@ -97,3 +97,30 @@ def test_model_error_bars_say_when_another_cpu_measured_them(machine, other) -> 
     text = table.describe()
     assert stamp["machine"] in text
     assert ("measured on another CPU than this host's " + host in text) is other
+
+
+def test_measuring_some_groups_keeps_the_others_with_their_stamps() -> None:
+    """``tsar figures --only G``: G's figures replace the file's, the others stay, and the machine
+    line says where and when those were measured."""
+    from tsar.cli.figures import Figure, Figures, machine_line, merged
+
+    def stamp(date: str, commit: str) -> dict:
+        return {"cpu": "CPU A", "cores": 2, "simd": "avx2", "date": date, "commit": commit,
+                "command": "tsar figures"}
+
+    old = Figures(stamp("2026-01-01", "aaa"), [Figure("s", "sim", "sim speed", "1"),
+                                               Figure("c", "compare", "speedup", "2x")])
+    new = Figures(stamp("2026-02-02", "bbb"), [Figure("c", "compare", "speedup", "3x")])
+    figs = merged(old, new)
+    assert [(f.id, f.value) for f in figs.figures] == [("s", "1"), ("c", "3x")]
+    assert figs.stamp["earlier"] == {"sim": {"cpu": "CPU A", "date": "2026-01-01", "commit": "aaa"}}
+    line = machine_line(figs)
+    assert "commit bbb" in line and "The sim figures are from an earlier run: 2026-01-01, commit aaa." in line
+    again = merged(figs, Figures(stamp("2026-03-03", "ccc"), [Figure("s", "sim", "sim speed", "4")]))
+    assert again.stamp["earlier"] == {"compare": {"cpu": "CPU A", "date": "2026-02-02", "commit": "bbb"}}
+
+
+def test_the_default_file_is_the_checkouts() -> None:
+    from tsar.cli.figures import DEFAULT_PATH
+
+    assert DEFAULT_PATH == FIGURES

@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tsar import console
-    from tsar.cli.figures import markdown, measure, read, rewrite_readme
+    from tsar.cli.figures import markdown, measure, merged, read, rewrite_readme
 
     out = Path(args.output)
     if args.readme and not Path(args.readme).is_file():
@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
         groups = [g for g in args.only.split(",") if g] or None
         command = "tsar figures" + (f" --only {args.only}" if groups else "")
         figs = measure(groups, console.progress, command=command, note=args.note)
+        if groups and out.is_file():  # the other groups' figures are kept, with their stamps
+            figs = merged(read(out), figs)
         out.write_text(figs.to_json())
         print(f"wrote {out}", file=sys.stderr)
     if args.readme:
