@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from tsar.sim.timing.adapters import form_from_decoded
@@ -140,8 +141,11 @@ class Decoded:
     is_call: bool
 
 
+@lru_cache(maxsize=1 << 16)
 def decode_at(code: bytes, code_address: int, address: int) -> Decoded:
-    """The instruction at ``address``, decoded once (:func:`tsar.isa.stream.decode_one`)."""
+    """The instruction at ``address``, decoded once (:func:`tsar.isa.stream.decode_one`); kept per
+    (code, address), since the same kernels are timed on many shapes and platforms (a ``bytes``
+    object caches its hash, so a hit costs no pass over the code)."""
     import iced_x86 as ix
 
     from tsar.isa.stream import decode_one
