@@ -28,7 +28,7 @@ from tsar.sim.errors import GuestFault
 from tsar.sim.x86.decode import Operand as DOperand
 from tsar.sim.x86.decode import address_fn
 from tsar.sim.x86.state import REGISTER_BYTES, YMM_BYTES, CpuState
-from tsar.sim.x86.vecexec import Compiled
+from tsar.sim.x86.vecexec import Compiled, zeroes_upper
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
     y = st.zmm
     op = tsar_op(inst)
     mem_bytes = op.nbytes if isinstance(op.src, Memory) else 0
-    zero_upper = width < YMM_BYTES or st.wide  # VEX.128 always; VEX.256 while bits 511:256 may be live
+    zero_upper = zeroes_upper(width, st)  # the VEX rule
     if op.kind is Kind.TLUT:
         read = _source(op.src, cfg.k, 1, width, next_ip, st)
         group = y[op.dst:op.dst + cfg.group_regs]
@@ -242,8 +242,8 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
     flat = y.reshape(-1).view(cfg.lut_dtype)
     acc_flat = y.reshape(-1).view(cfg.acc_dtype)
     width = cfg.register_bytes
-    wide = width >= YMM_BYTES  # register views instead of index arrays (the rows are strided)
-    wide_state = st.wide  # bits 511:256 may be live (read at compile time: see CpuState.wide)
+    viewed = width >= YMM_BYTES  # register views instead of index arrays (the rows are strided)
+    zero_upper = zeroes_upper(width, st)  # the VEX rule
     tl = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TLUT]
     tg = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TGEMV]
 
@@ -254,7 +254,7 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
         words = _row_words(cfg)
         zero_index = np.setdiff1d(np.arange(VECTOR_REGISTERS * words).reshape(VECTOR_REGISTERS, words)[sorted(
             {r for op, _ in tl for r in op.writes})].reshape(-1), out_index.reshape(-1))
-        single = len(tl) == 1 and wide
+        single = len(tl) == 1 and viewed
         if single:
             rows = slice(tl[0][0].dst, tl[0][0].dst + cfg.group_regs)
             out_view = y[rows, :width].view(cfg.lut_dtype)  # (group_regs, lanes)
@@ -269,7 +269,7 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
         else:
             group_index = _word_index(cfg, luts, cfg.group_regs)
         group_view = None
-        if wide and group_index.ndim == 1:
+        if viewed and group_index.ndim == 1:
             group_view = y[luts[0]:luts[0] + cfg.group_regs, :width].view(cfg.lut_dtype)
             group_words = np.empty(group_view.size, cfg.lut_dtype)  # gathered from the strided rows
             group_gathered = group_words.reshape(group_view.shape)
@@ -288,10 +288,10 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
         acc_index = (np.asarray(accs)[:, None] * (REGISTER_BYTES * 8 // cfg.acc_bits)
                      + np.arange(cfg.acc_lanes)[None, :])
         acc_view = None
-        if wide and accs == list(range(accs[0], accs[0] + len(accs))):
+        if viewed and accs == list(range(accs[0], accs[0] + len(accs))):
             acc_view = y[accs[0]:accs[0] + len(accs), :width].view(cfg.acc_dtype)
             acc_upper = y[accs[0]:accs[0] + len(accs), width:]
-        acc_high = None if wide else (np.asarray(accs)[:, None] * REGISTER_BYTES
+        acc_high = None if viewed else (np.asarray(accs)[:, None] * REGISTER_BYTES
                                       + np.arange(cfg.register_bytes, REGISTER_BYTES))
 
     def run() -> None:
@@ -308,7 +308,7 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
             words = tlut(cfg, act.view(np.int8))
             if single:
                 out_view[:] = words[0].reshape(out_view.shape)
-                if wide_state:
+                if zero_upper:
                     out_upper.fill(0)
             else:
                 flat[out_index] = words
@@ -327,7 +327,7 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
                 contrib = contrib[perm]
             if acc_view is not None:
                 np.add(acc_view, contrib, out=acc_view)
-                if wide_state:
+                if zero_upper:
                     acc_upper.fill(0)
             else:
                 acc_flat[acc_index] = acc_flat.take(acc_index) + contrib

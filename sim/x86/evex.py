@@ -31,16 +31,15 @@ import iced_x86 as iced
 import numpy as np
 
 from tsar.isa.config import EVEX_VECTOR_REGISTERS
-from tsar.sim.errors import GuestFault
 from tsar.sim.x86 import flags as fl
 from tsar.sim.x86.decode import Operand, address_fn, mnemonic, operands
 from tsar.sim.x86.evexgather import compile_evex_vsib
 from tsar.sim.x86.evexint import SPECIAL, vex_ops
 from tsar.sim.x86.evexops import ALIASES, EVEX_OPS, mask_element_bytes, result_elements, vnni_ops
 from tsar.sim.x86.fpenv import MASKS, RC_MASK, RC_SHIFT
-from tsar.sim.x86.opdefs import Compiled, Op, Unsupported
+from tsar.sim.x86.opdefs import Compiled, Op, Unsupported, mask_bools, mask_value
 from tsar.sim.x86.state import CpuState
-from tsar.sim.x86.vecexec import compile_vector
+from tsar.sim.x86.vecexec import compile_vector, misaligned, reader
 from tsar.sim.x86.vecops import ALIGNED_MOVES, OPS, U8
 
 VEX_TABLE: ChainMap[str, Op] = ChainMap(vnni_ops(), vex_ops(), OPS)
@@ -70,12 +69,6 @@ def is_evex(ins: iced.Instruction) -> bool:
     return ins.encoding == iced.EncodingKind.EVEX
 
 
-def _mask_bits(value: int, n: int) -> np.ndarray:
-    """The low ``n`` bits of ``value`` as bools, bit 0 first."""
-    raw = np.frombuffer(value.to_bytes(8, "little"), np.uint8)
-    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
-
-
 def compile_evex(ins: iced.Instruction, st: CpuState, trace: bool = False) -> Compiled:
     """Closure for an EVEX instruction; raises :class:`Unsupported` outside the coverage."""
     st.widen()  # from now on bits 511:256 may be live: VEX writes must zero them
@@ -95,10 +88,10 @@ def compile_evex(ins: iced.Instruction, st: CpuState, trace: bool = False) -> Co
                          if ins.op_kind(i) == iced.OpKind.REGISTER)
     if not (masked or ins.is_broadcast or static or op.to_mask or op.uses_mask or opmask_operand):
         return compile_vector(ins, st, trace, TABLE, EVEX_VECTOR_REGISTERS, ALIASES)
-    return _compile_general(ins, name, op, st, trace)
+    return _compile_general(ins, name, op, st)
 
 
-def _compile_general(ins: iced.Instruction, name: str, op: Op, st: CpuState, trace: bool) -> Compiled:
+def _compile_general(ins: iced.Instruction, name: str, op: Op, st: CpuState) -> Compiled:
     ops = operands(ins)
     if any(o.kind == "other" for o in ops):
         raise Unsupported(name)
@@ -121,7 +114,7 @@ def _compile_general(ins: iced.Instruction, name: str, op: Op, st: CpuState, tra
 
     def active() -> np.ndarray | None:
         """The write mask as bools per element (None: every element active)."""
-        return _mask_bits(k[kreg], count) if kreg else None
+        return mask_bools(k[kreg], count) if kreg else None
 
     align = name in ALIGNED_MOVES
     per_element = 0 if scalar or name.startswith(WHOLE_MEMORY) else count
@@ -145,7 +138,7 @@ def _compile_general(ins: iced.Instruction, name: str, op: Op, st: CpuState, tra
             bits = np.asarray(compute([r(m) for r in readers], m)).reshape(-1)[:count].astype(bool)
             if m is not None:
                 bits &= m
-            k[d] = int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
+            k[d] = mask_value(bits)
         return Compiled(run_mask, mem_read, 0)
 
     write = _destination(dst, st, esize, count, scalar, ins.zeroing_masking, op.uses_mask, align)
@@ -187,20 +180,16 @@ def is_scalar(name: str) -> bool:
 def _source(op: Operand, st: CpuState, info: iced.OpCodeInfo, broadcast: bool, count: int,
             align: bool) -> Callable[[np.ndarray | None], np.ndarray]:
     """Reader of a source operand given the write mask (bools per element, or None)."""
-    y, g = st.zmm, st.gpr
     if op.kind == "vec":
-        row = y[op.reg, :op.size]
+        row = st.zmm[op.reg, :op.size]
         return lambda m: row
     if op.kind == "k":
         n = op.reg
         return lambda m: np.frombuffer(st.k[n].to_bytes(8, "little"), U8)
-    if op.kind == "gpr":
-        n, size = op.reg, op.size
-        mask = (1 << (8 * size)) - 1
-        return lambda m: np.frombuffer((g[n] & mask).to_bytes(size, "little"), U8)
     if op.kind != "mem":
-        raise Unsupported(f"operand kind {op.kind}")
-    addr, view = address_fn(op, g), st.mem.view
+        read_register = reader(op, st, False, False)  # a GPR
+        return lambda m: read_register()
+    addr, view = address_fn(op, st.gpr), st.mem.view
     size = op.size
     if broadcast:
         full = iced.MemorySizeExt.size(info.memory_size)
@@ -217,7 +206,7 @@ def _source(op: Operand, st: CpuState, info: iced.OpCodeInfo, broadcast: bool, c
     def read(m: np.ndarray | None) -> np.ndarray:
         a = addr()
         if align and a % size:
-            raise GuestFault("gp", f"misaligned {size}-byte access at {a:#x}", a)
+            raise misaligned(a, size)
         if st.trace is not None:
             st.trace.append((a, size, 0))
         if m is None or not element or m.all():
@@ -338,7 +327,7 @@ def _destination(dst: Operand, st: CpuState, esize: int, count: int, scalar: boo
             a = addr()
             res = np.ascontiguousarray(res).reshape(-1).view(U8)[:size]
             if align and a % size:
-                raise GuestFault("gp", f"misaligned {size}-byte access at {a:#x}", a)
+                raise misaligned(a, size)
             if st.trace is not None:
                 st.trace.append((a, size, 1))
             if m is None or self_masked or not element:

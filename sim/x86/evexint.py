@@ -18,9 +18,23 @@ from collections.abc import Callable
 import iced_x86 as iced
 import numpy as np
 
-from tsar.sim.x86.decode import Operand, address_fn, operands
-from tsar.sim.x86.opdefs import I16, U8, U16, U32, U64, Compiled, Op, Unsupported, flat, lanes
+from tsar.sim.x86.decode import address_fn, operands
+from tsar.sim.x86.opdefs import (
+    I16,
+    U8,
+    U16,
+    U32,
+    U64,
+    Compiled,
+    Op,
+    Unsupported,
+    flat,
+    lanes,
+    mask_bools,
+    mask_value,
+)
 from tsar.sim.x86.state import CpuState
+from tsar.sim.x86.vecexec import writer
 from tsar.sim.x86.vecops import inlane
 
 _UDT = {"b": U8, "w": U16, "d": U32, "q": U64}
@@ -338,18 +352,7 @@ def _mask_reader(ins: iced.Instruction, st: CpuState, count: int) -> Callable[[]
         everything = np.ones(count, bool)
         return lambda: everything
     n, k = iced.RegisterExt.number(ins.op_mask), st.k
-    return lambda: np.unpackbits(np.frombuffer(k[n].to_bytes(8, "little"), U8),
-                                 bitorder="little")[:count].astype(bool)
-
-
-def _vector_writer(dst: Operand, st: CpuState) -> Callable[[np.ndarray], None]:
-    """Writes a vector register's ``dst.size`` bytes and zeroes its bits above (up to 511)."""
-    row, upper = st.zmm[dst.reg, :dst.size], st.zmm[dst.reg, dst.size:]
-
-    def write(res: np.ndarray) -> None:
-        row[:] = np.ascontiguousarray(res).reshape(-1).view(U8)
-        upper.fill(0)
-    return write
+    return lambda: mask_bools(k[n], count)
 
 
 def _element_bytes(ins: iced.Instruction) -> int:
@@ -387,7 +390,7 @@ def _compile_expand(ins: iced.Instruction, st: CpuState, trace: bool) -> Compile
     fn = _expand(_ELEMENT_DTYPES[esize]).fn
     active = _mask_reader(ins, st, size // esize)
     addr, row, view = address_fn(src, st.gpr), st.zmm[dst.reg, :size], st.mem.view
-    write, zeroing = _vector_writer(dst, st), ins.zeroing_masking
+    write, zeroing = writer(dst, st, False, False), ins.zeroing_masking
 
     def run() -> None:
         m = active()
@@ -409,10 +412,6 @@ def intersect(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return eq.any(axis=-1), eq.any(axis=-2)
 
 
-def _bits_to_int(bits: np.ndarray) -> int:
-    return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
-
-
 def _compile_intersect(ins: iced.Instruction, st: CpuState, trace: bool) -> Compiled:
     """vp2intersectd/q k, src1, src2: the match bits of src1's elements go to the even register of
     the pair (the encoded one with bit 0 cleared), those of src2's to the odd one; bits above the
@@ -430,7 +429,7 @@ def _compile_intersect(ins: iced.Instruction, st: CpuState, trace: bool) -> Comp
 
         def run_reg() -> None:
             left, right = intersect(a_row.view(dt), b_row)
-            k[first], k[first + 1] = _bits_to_int(left), _bits_to_int(right)
+            k[first], k[first + 1] = mask_value(left), mask_value(right)
         return Compiled(run_reg, 0, 0)
     addr, view, width = address_fn(src2, st.gpr), st.mem.view, esize if ins.is_broadcast else size
 
@@ -439,7 +438,7 @@ def _compile_intersect(ins: iced.Instruction, st: CpuState, trace: bool) -> Comp
         if st.trace is not None:
             st.trace.append((a, width, 0))
         left, right = intersect(a_row.view(dt), np.tile(view(a, width), size // width).view(dt))
-        k[first], k[first + 1] = _bits_to_int(left), _bits_to_int(right)
+        k[first], k[first + 1] = mask_value(left), mask_value(right)
     return Compiled(run_mem, width, 0)
 
 

@@ -63,3 +63,14 @@ def lanes(x: np.ndarray) -> np.ndarray:
 def flat(x: np.ndarray) -> np.ndarray:
     """Inverse of :func:`lanes` for any dtype: merge the last two axes."""
     return np.ascontiguousarray(x).reshape(*x.shape[:-2], -1)
+
+
+def mask_bools(value: int, n: int) -> np.ndarray:
+    """The low ``n`` bits of an opmask value as bools, bit 0 first."""
+    raw = np.frombuffer(value.to_bytes(8, "little"), np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
+
+
+def mask_value(bits: np.ndarray) -> int:
+    """Bools (bit 0 first) as an opmask value."""
+    return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")

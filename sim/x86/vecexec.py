@@ -50,7 +50,14 @@ def zeroes_upper(size: int, st: CpuState) -> bool:
     return size < REGISTER_BYTES and (size == 16 or st.wide)
 
 
-def _reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[], np.ndarray]:
+def misaligned(address: int, size: int) -> GuestFault:
+    """The #GP of an aligned access (``vmovdqa``...) at an address not a multiple of its size."""
+    return GuestFault("gp", f"misaligned {size}-byte access at {address:#x}", address)
+
+
+def reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[], np.ndarray]:
+    """Reader of a source operand's bytes: a view of a vector register, a GPR's bytes, or guest
+    memory (with the alignment check of an aligned move, and the access traced when tracing)."""
     y, g = st.zmm, st.gpr
     if op.kind == "vec":
         row = y[op.reg, :op.size]
@@ -65,7 +72,7 @@ def _reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callab
             def read() -> np.ndarray:
                 a = addr()
                 if check_align and a % size:
-                    raise GuestFault("gp", f"misaligned {size}-byte access at {a:#x}", a)
+                    raise misaligned(a, size)
                 if st.trace is not None:
                     st.trace.append((a, size, 0))
                 return view(a, size)
@@ -74,7 +81,9 @@ def _reader(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callab
     raise Unsupported(f"operand kind {op.kind}")
 
 
-def _writer(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[np.ndarray], None]:
+def writer(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callable[[np.ndarray], None]:
+    """Writer of a destination: a vector register under the VEX rule (:func:`zeroes_upper`; an
+    EVEX write, compiled once the state is wide, zeroes the same bits), a GPR, or guest memory."""
     y, g = st.zmm, st.gpr
     if op.kind == "vec":
         n, size = op.reg, op.size
@@ -107,7 +116,7 @@ def _writer(op: Operand, st: CpuState, check_align: bool, trace: bool) -> Callab
         def write_m(res: np.ndarray) -> None:
             a = addr()
             if check_align and a % size:
-                raise GuestFault("gp", f"misaligned {size}-byte access at {a:#x}", a)
+                raise misaligned(a, size)
             if st.trace is not None:
                 st.trace.append((a, size, 1))
             wview(a, size)[:] = res.reshape(-1).view(U8)
@@ -160,8 +169,8 @@ def compile_vector(ins: iced.Instruction, st: CpuState, trace: bool = False,
     fast = _fast_path(name, _WithImm(op, imm), dst, srcs, st, trace, align)
     if fast is not None:
         return Compiled(fast, mem_read, mem_written)
-    readers = [_reader(o, st, align, trace) for o in srcs]
-    write = _writer(dst, st, align, trace)
+    readers = [reader(o, st, align, trace) for o in srcs]
+    write = writer(dst, st, align, trace)
     fn = op.fn
     if len(readers) == 1:
         r0 = readers[0]
@@ -353,8 +362,8 @@ def _fp_closure(name: str, op, imm: int | None, dst: Operand, srcs: list[Operand
                 trace: bool, align: bool) -> Closure:
     """A floating-point op: its raised exception flags reach the MXCSR (and #XM when unmasked)
     before the destination is written."""
-    readers = [_reader(o, st, align, trace) for o in srcs]
-    write = _writer(dst, st, align, trace)
+    readers = [reader(o, st, align, trace) for o in srcs]
+    write = writer(dst, st, align, trace)
     fn, env, out = op.fn, st.fp, dst.size
 
     def _generic(rs: list) -> np.ndarray:
@@ -476,7 +485,7 @@ def _fp_ufunc_closure(op, dst: Operand, srcs: list[Operand], st: CpuState, run_g
 
 
 def _flags_closure(op, srcs: list[Operand], st: CpuState, trace: bool) -> Closure:
-    readers = [_reader(o, st, False, trace) for o in srcs]
+    readers = [reader(o, st, False, trace) for o in srcs]
     fn, f, env = op.fn, st.flags, st.fp
     if op.fp:
         def run_fp() -> None:
@@ -535,7 +544,7 @@ def _maskmov(name: str, ops: list[Operand], st: CpuState) -> Compiled:
     if ops[0].kind == "mem":  # store: [mem], mask, src
         memop, mask_op, src_op = ops
         addr = address_fn(memop, g)
-        mask_r, src_r = _reader(mask_op, st, False, False), _reader(src_op, st, False, False)
+        mask_r, src_r = reader(mask_op, st, False, False), reader(src_op, st, False, False)
         size = memop.size
 
         def store() -> None:
@@ -549,8 +558,8 @@ def _maskmov(name: str, ops: list[Operand], st: CpuState) -> Compiled:
         return Compiled(store, 0, size)
     dst, mask_op, memop = ops
     addr = address_fn(memop, g)
-    mask_r = _reader(mask_op, st, False, False)
-    write = _writer(dst, st, False, False)
+    mask_r = reader(mask_op, st, False, False)
+    write = writer(dst, st, False, False)
     size = memop.size
 
     def load() -> None:

@@ -24,16 +24,11 @@ from tsar.isa import configs
 from tsar.isa.config import TsarConfig
 from tsar.sim import SimulationError, compile_c, create_machine
 from tsar.sim.proxy_engine.machine import proxy_source
-from tsar.sim.vector_spill import IMAGE_BYTES, K_OFFSET, byte_line, spill_lines
+from tsar.sim.vector_spill import HOST_AVX512, IMAGE_BYTES, K_OFFSET, byte_line, spill_lines
 from tsar.sim.x86.state import REGISTER_BYTES
 
-HOST_FLAGS = set()
-if Path("/proc/cpuinfo").exists():
-    HOST_FLAGS = {f for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")
-                  for f in line.partition(":")[2].split()}
-
 pytestmark = [pytest.mark.native,
-              pytest.mark.skipif(not {"avx512f", "avx512bw"} <= HOST_FLAGS, reason="host CPU lacks AVX-512")]
+              pytest.mark.skipif(not HOST_AVX512, reason="host CPU lacks AVX-512 F/BW")]
 
 C, R = iced.Code, iced.Register
 ZMM_WRITTEN_BY_EVEX, K_WRITTEN = 17, 2

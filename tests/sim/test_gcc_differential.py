@@ -32,23 +32,14 @@ import pytest
 
 from tsar.sim import Machine, SimulationError, compile_c, create_machine
 from tsar.sim.compile import CompileError
+from tsar.sim.platforms.detect import cpu_flags
 
 C_DIR = Path(__file__).parent / "c"
 MIXED, AVX2, AVX512 = C_DIR / "mixed_kernels.c", C_DIR / "avx2_kernels.c", C_DIR / "avx512_kernels.c"
 SOURCES = (MIXED, AVX2, AVX512)
 
 
-def _host_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
-
-
-HOST_FLAGS = _host_flags()
+HOST_FLAGS = cpu_flags()
 _HASWELL = {"avx2", "fma", "bmi1", "bmi2", "movbe", "abm", "f16c", "popcnt"}
 _ICELAKE_SERVER = _HASWELL | {"adx", "sha_ni", "vaes", "vpclmulqdq", "gfni", "avx512f", "avx512cd",
                               "avx512bw", "avx512dq", "avx512vl", "avx512ifma", "avx512vbmi",

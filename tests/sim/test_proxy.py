@@ -12,10 +12,11 @@ from tsar.isa.config import configs
 from tsar.isa.operands import Memory, Register
 from tsar.sim import create_machine
 from tsar.sim.errors import SimulationError
+from tsar.sim.platforms.detect import cpu_flags
 from tsar.sim.proxy_engine.machine import PROXY_UOP, proxy_report, proxy_sequence, proxy_source
 
 ROOT = Path(__file__).resolve().parents[2]
-HOST_AVX2 = "avx2" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+HOST_AVX2 = "avx2" in cpu_flags()
 needs_avx2 = pytest.mark.skipif(not HOST_AVX2, reason="host CPU lacks AVX2")
 
 
