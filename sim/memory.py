@@ -172,6 +172,11 @@ class GuestMemory:
             raise fault(addr, nbytes, "write")
         return view, wview
 
+    def page_limits(self, write: bool) -> list[int]:
+        """The page table of reads (writes): ``off + nbytes <= limits[off >> PAGE_SHIFT]`` is the
+        in-bounds test of an access of ``nbytes`` at arena offset ``off`` (see the module doc)."""
+        return self._write_end if write else self._read_end
+
     def accessible(self, addr: int, nbytes: int, write: bool) -> bool:
         """Whether guest bytes ``[addr, addr + nbytes)`` may be read (written)."""
         off = addr - self.base

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import iced_x86 as iced
+import numpy as np
 
 from tsar.isa.disassembler import intel_formatter
+from tsar.sim.memory import PAGE_SHIFT, GuestMemory
 from tsar.sim.x86.state import MASK64
 
 MNEMONIC_NAMES = {getattr(iced.Mnemonic, n): n.lower() for n in dir(iced.Mnemonic)
@@ -109,3 +111,117 @@ def address_fn(op: Operand, gpr: list[int]) -> Callable[[], int]:
     if i >= 0:
         return lambda: (gpr[i] * s + d) & MASK64
     return lambda: d
+
+
+def operand_view(op: Operand, gpr: list[int], mem: GuestMemory, dtype: type = np.uint8,
+                 write: bool = False, row: int = 0) -> Callable[[], np.ndarray]:
+    """A closure returning the ``op.size`` bytes the memory operand addresses as a view of lanes
+    of ``dtype`` (readable, or writable with ``write``), or raising the access's fault: the
+    effective address, the page-table bounds check and the typed view in one Python frame, since
+    it runs for every vector memory operand. An address that is a multiple of the lane size
+    slices a typed view of the arena (no ``.view`` per access). With ``row``, the view has shape
+    ``(op.size / (row * lane size), row)`` (for the per-dword rows of a dot product)."""
+    if row:
+        return _rows_view(op, gpr, mem, dtype, write, row)
+    buf, base, limits, fault = mem.buf, mem.base, mem.page_limits(write), mem.fault
+    access, shift = "write" if write else "read", PAGE_SHIFT
+    n, item = op.size, np.dtype(dtype).itemsize
+    typed = buf[:buf.size - buf.size % item].view(dtype)
+    b, i, d = op.base, op.index, op.disp
+    if op.rip_target is None and b >= 0 and i < 0:  # [reg + disp]: the common case, inlined
+        if item == 1:
+            def bytes_at_base() -> np.ndarray:
+                off = ((gpr[b] + d) & MASK64) - base
+                try:
+                    if off + n <= limits[off >> shift]:
+                        return typed[off:off + n]
+                except IndexError:
+                    pass
+                raise fault(off + base, n, access)
+            return bytes_at_base
+
+        def lanes_at_base() -> np.ndarray:
+            off = ((gpr[b] + d) & MASK64) - base
+            try:
+                if off + n <= limits[off >> shift]:
+                    if off % item:
+                        return buf[off:off + n].view(dtype)
+                    return typed[off // item:(off + n) // item]
+            except IndexError:
+                pass
+            raise fault(off + base, n, access)
+        return lanes_at_base
+    addr = address_fn(op, gpr)
+
+    def lanes() -> np.ndarray:
+        off = addr() - base
+        try:
+            if off + n <= limits[off >> shift]:
+                if off % item:
+                    return buf[off:off + n].view(dtype)
+                return typed[off // item:(off + n) // item]
+        except IndexError:
+            pass
+        raise fault(off + base, n, access)
+    return lanes
+
+
+def operand_store(op: Operand, gpr: list[int], mem: GuestMemory) -> Callable[[bytes], None]:
+    """A closure writing ``op.size`` bytes to the memory operand's address (or raising the
+    write's fault): the scalar store's counterpart of :func:`operand_view`, writing through a
+    ``memoryview`` of the arena (cheaper than a numpy slice for a few bytes)."""
+    raw, base, limits, fault = memoryview(mem.buf), mem.base, mem.page_limits(True), mem.fault
+    n, shift, addr = op.size, PAGE_SHIFT, address_fn(op, gpr)
+
+    def put(data: bytes) -> None:
+        off = addr() - base
+        try:
+            if off + n <= limits[off >> shift]:
+                raw[off:off + n] = data
+                return
+        except IndexError:
+            pass
+        raise fault(off + base, n, "write")
+    return put
+
+
+def operand_int(op: Operand, gpr: list[int], mem: GuestMemory) -> Callable[[], int]:
+    """A closure reading the memory operand's ``op.size`` bytes as an unsigned little-endian
+    integer (or raising the read's fault), through a ``memoryview`` of the arena."""
+    raw, base, limits, fault = memoryview(mem.buf), mem.base, mem.page_limits(False), mem.fault
+    n, shift, addr, frm = op.size, PAGE_SHIFT, address_fn(op, gpr), int.from_bytes
+
+    def get() -> int:
+        off = addr() - base
+        try:
+            if off + n <= limits[off >> shift]:
+                return frm(raw[off:off + n], "little")
+        except IndexError:
+            pass
+        raise fault(off + base, n, "read")
+    return get
+
+
+def _rows_view(op: Operand, gpr: list[int], mem: GuestMemory, dtype: type, write: bool,
+               row: int) -> Callable[[], np.ndarray]:
+    """:func:`operand_view` shaped ``(count, row)``: a slice of a 2-D view of the arena when the
+    address is a multiple of a row's bytes."""
+    buf, base, limits, fault = mem.buf, mem.base, mem.page_limits(write), mem.fault
+    access, shift = "write" if write else "read", PAGE_SHIFT
+    n, stride = op.size, row * np.dtype(dtype).itemsize
+    count = n // stride
+    rows = buf[:buf.size - buf.size % stride].view(dtype).reshape(-1, row)
+    addr, shape = address_fn(op, gpr), (count, row)
+
+    def view() -> np.ndarray:
+        off = addr() - base
+        try:
+            if off + n <= limits[off >> shift]:
+                if off % stride:
+                    return buf[off:off + n].view(dtype).reshape(shape)
+                first = off // stride
+                return rows[first:first + count]
+        except IndexError:
+            pass
+        raise fault(off + base, n, access)
+    return view

@@ -16,7 +16,7 @@ import iced_x86 as iced
 import numpy as np
 
 from tsar.sim.x86 import flags as fl
-from tsar.sim.x86.decode import Operand, address_fn, mnemonic, operands
+from tsar.sim.x86.decode import Operand, address_fn, mnemonic, operand_int, operand_store, operands
 from tsar.sim.x86.state import CpuState
 from tsar.sim.x86.vecexec import Compiled
 
@@ -46,7 +46,7 @@ def _getter(op: Operand, st: CpuState, trace: bool) -> Callable[[], int] | None:
                 st.trace.append((a, size, 0))
                 return int.from_bytes(view(a, size), "little")
             return load_t
-        return lambda: int.from_bytes(view(addr(), size), "little")
+        return operand_int(op, g, st.mem)
     return None
 
 
@@ -139,6 +139,9 @@ def _store(ops: list[Operand], st: CpuState, trace: bool) -> Compiled | None:
         return None
     addr, wview, size = address_fn(dst, st.gpr), st.mem.wview, dst.size
     mask = (1 << (8 * size)) - 1
+    if not trace:
+        put = operand_store(dst, st.gpr, st.mem)
+        return Compiled(lambda: put((get() & mask).to_bytes(size, "little")), 0, size)
 
     def store() -> None:
         a = addr()

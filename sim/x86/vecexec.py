@@ -20,12 +20,13 @@ from tsar.isa.config import VECTOR_REGISTERS
 from tsar.sim.errors import GuestFault
 from tsar.sim.x86 import flags as fl
 from tsar.sim.x86.bmi import compile_bmi
-from tsar.sim.x86.decode import Operand, address_fn, mnemonic, operands
+from tsar.sim.x86.decode import Operand, address_fn, mnemonic, operand_view, operands
 from tsar.sim.x86.fpenv import CONTROL, FLAGS, MASKS, host_swap
 from tsar.sim.x86.fpops import PREDICATES, PY_RELATIONS
 from tsar.sim.x86.gather import compile_gather
 from tsar.sim.x86.opdefs import Compiled, Op, Unsupported
 from tsar.sim.x86.pcmpstr import compile_pcmpstr
+from tsar.sim.x86.permute import movement_closure
 from tsar.sim.x86.state import MASK64, REGISTER_BYTES, CpuState
 from tsar.sim.x86.vecops import ALIGNED_MOVES, OPS, U8
 
@@ -200,6 +201,10 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
     * full-width moves between registers and memory;
     * ``vpmovsx`` / ``vpmovzx`` widening, ``vextracti128`` to a register, broadcasts.
     """
+    if not trace and dst.kind == "gpr" and name in _TO_GPR and srcs and srcs[0].kind == "vec":
+        lanes = st.zmm[srcs[0].reg, :16].view(_TO_GPR[name])
+        g, n, i = st.gpr, dst.reg, (op.imm or 0) % lanes.size
+        return lambda: g.__setitem__(n, int(lanes[i]))  # zero-extended: unsigned lanes
     if trace or dst.kind != "vec":
         return _fast_store(name, dst, srcs, st, trace, align)
     y, g = st.zmm, st.gpr
@@ -218,10 +223,10 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
                 return lambda: uf(a, b, out=d)
             return lambda: (uf(a, b, out=d), high.fill(0))
         if srcs[1].kind == "mem":
-            addr, view = address_fn(srcs[1], g), st.mem.view
+            load = operand_view(srcs[1], g, st.mem, dt)
             if not zero_high:
-                return lambda: uf(a, view(addr(), size).view(dt), out=d)
-            return lambda: (uf(a, view(addr(), size).view(dt), out=d), high.fill(0))
+                return lambda: uf(a, load(), out=d)
+            return lambda: (uf(a, load(), out=d), high.fill(0))
         return None
     row = y[dst.reg, :size]
     if name in _MOVES and src is not None:
@@ -231,10 +236,10 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
                 return lambda: row.__setitem__(Ellipsis, srow)
             return lambda: (row.__setitem__(Ellipsis, srow), high.fill(0))
         if src.kind == "mem" and not align:
-            addr, view = address_fn(src, g), st.mem.view
+            load = operand_view(src, g, st.mem)
             if not zero_high:
-                return lambda: row.__setitem__(Ellipsis, view(addr(), size))
-            return lambda: (row.__setitem__(Ellipsis, view(addr(), size)), high.fill(0))
+                return lambda: row.__setitem__(Ellipsis, load())
+            return lambda: (row.__setitem__(Ellipsis, load()), high.fill(0))
         return None
     if name in _BLENDV and len(srcs) == 3 and all(o.kind == "vec" for o in srcs):
         # a bit select on Python ints: d = a ^ ((a ^ b) & mask), mask = each lane's sign spread
@@ -282,6 +287,9 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
     if name in ("vextracti128", "vextractf128") and src is not None and src.kind == "vec":
         part = y[src.reg, 16:32] if op.imm & 1 else y[src.reg, :16]
         return lambda: (row.__setitem__(Ellipsis, part), high.fill(0))
+    movement = movement_closure(name, op.fn, op.imm, dst, srcs, st, zero_high)
+    if movement is not None:
+        return movement
     if name in _IMM_SHIFTS and op.imm is not None and len(srcs) == 1 and src.kind in ("vec", "mem"):
         return _shift_closure(name, op.imm, dst, src, st)
     if name in _DOTS and len(srcs) == 3 and srcs[0].kind == srcs[1].kind == "vec" \
@@ -290,6 +298,10 @@ def _fast_path(name: str, op, dst: Operand, srcs: list[Operand], st: CpuState, t
     return None
 
 
+_TO_GPR = {"vmovd": np.uint32, "vmovq": np.uint64, "vpextrb": np.uint8, "vpextrw": np.uint16,
+           "vpextrd": np.uint32, "vpextrq": np.uint64}
+"""Moves of one lane of an xmm register into a GPR: name -> lane type (the lane index is the
+immediate, 0 for vmovd / vmovq)."""
 _IMM_SHIFTS = {f"vp{kind}{s}": (kind, dt) for kind, dt_of in (("sll", _EXT_TYPES), ("srl", _EXT_TYPES),
                                                                ("sra", _EXT_TYPES))
                for s, dt in ((s, dt_of[s][0 if kind == "sra" else 1]) for s in "wdq")}
@@ -308,41 +320,44 @@ def _shift_closure(name: str, imm: int, dst: Operand, src: Operand, st: CpuState
     high, zero_high = y[dst.reg, size:], zeroes_upper(size, st)
     if imm >= bits and kind != "sra":
         return lambda: (d.fill(0), zero_high and high.fill(0))
-    count = dt(min(imm, bits - 1))
+    count = np.array(min(imm, bits - 1), dt)  # a 0-d array: cheaper in a ufunc than a scalar
     uf = np.left_shift if kind == "sll" else np.right_shift
     if src.kind == "vec":
         a = y[src.reg, :size].view(dt)
-        return lambda: (uf(a, count, out=d), zero_high and high.fill(0))
-    addr, view = address_fn(src, st.gpr), st.mem.view
-    return lambda: (uf(view(addr(), size).view(dt), count, out=d), zero_high and high.fill(0))
+        if not zero_high:
+            return lambda: uf(a, count, out=d)
+        return lambda: (uf(a, count, out=d), high.fill(0))
+    load = operand_view(src, st.gpr, st.mem, dt)
+    if not zero_high:
+        return lambda: uf(load(), count, out=d)
+    return lambda: (uf(load(), count, out=d), high.fill(0))
 
 
 def _dot_closure(name: str, dst: Operand, srcs: list[Operand], st: CpuState) -> Closure:
-    """``vpdpbusd`` / ``vpdpwssd`` (wrapping): products in a scratch row of 32-bit lanes, summed
-    per dword by a matrix-vector product with ones, and added to the accumulator in place."""
+    """``vpdpbusd`` / ``vpdpwssd`` (wrapping): each dword's products summed by one ``vecdot``
+    over rows of ``per`` lanes (both sources cast to int32 inside it), then added to the
+    accumulator in place."""
     t1, t2, per = _DOTS[name]
     size, y = dst.size, st.zmm
     n = size // 4
-    acc, a = y[dst.reg, :size].view(np.int32), y[srcs[1].reg, :size].view(t1)
+    acc = y[dst.reg, :size].view(np.int32)
+    a = y[srcs[1].reg, :size].view(t1).reshape(n, per)
     high, zero_high = y[dst.reg, size:], zeroes_upper(size, st)
-    products, sums = np.empty(size // np.dtype(t1).itemsize, np.int32), np.empty(n, np.int32)
-    groups, ones = products.reshape(n, per), np.ones(per, np.int32)
+    sums, dot, add, i32 = np.empty(n, np.int32), np.vecdot, np.add, np.int32
     if srcs[2].kind == "vec":
-        b = y[srcs[2].reg, :size].view(t2)
+        b = y[srcs[2].reg, :size].view(t2).reshape(n, per)
 
         def run_reg() -> None:
-            np.multiply(a, b, out=products, dtype=np.int32)
-            np.matmul(groups, ones, out=sums)
-            np.add(acc, sums, out=acc)
+            dot(a, b, out=sums, dtype=i32)
+            add(acc, sums, out=acc)
             if zero_high:
                 high.fill(0)
         return run_reg
-    addr, view = address_fn(srcs[2], st.gpr), st.mem.view
+    load = operand_view(srcs[2], st.gpr, st.mem, t2, row=per)
 
     def run_mem() -> None:
-        np.multiply(a, view(addr(), size).view(t2), out=products, dtype=np.int32)
-        np.matmul(groups, ones, out=sums)
-        np.add(acc, sums, out=acc)
+        dot(a, load(), out=sums, dtype=i32)
+        add(acc, sums, out=acc)
         if zero_high:
             high.fill(0)
     return run_mem
@@ -353,9 +368,8 @@ def _fast_store(name: str, dst: Operand, srcs: list[Operand], st: CpuState, trac
     """Full-width vector stores ``vmovdqu [mem], ymm/xmm``."""
     if trace or align or dst.kind != "mem" or name not in _MOVES or srcs[0].kind != "vec":
         return None
-    addr, wview, size = address_fn(dst, st.gpr), st.mem.wview, dst.size
-    srow = st.zmm[srcs[0].reg, :size]
-    return lambda: wview(addr(), size).__setitem__(Ellipsis, srow)
+    store, srow = operand_view(dst, st.gpr, st.mem, write=True), st.zmm[srcs[0].reg, :dst.size]
+    return lambda: store().__setitem__(Ellipsis, srow)
 
 
 def _fp_closure(name: str, op, imm: int | None, dst: Operand, srcs: list[Operand], st: CpuState,
@@ -390,8 +404,7 @@ def _register_or_memory(op: Operand, st: CpuState, size: int,
     if op.kind == "vec":
         row = st.zmm[op.reg, :size].view(dt)
         return lambda: row
-    addr, view = address_fn(op, st.gpr), st.mem.view
-    return lambda: view(addr(), size).view(dt)
+    return operand_view(op, st.gpr, st.mem, dt)
 
 
 _SCALAR_SELECT = {"vmaxss": (np.float32, "max"), "vminss": (np.float32, "min"),
