@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tsar.sim.platforms.schema import CacheLevel, Core, Dram, Platform
+from tsar.sim.x86.forms import VECTOR_ISA_FLAGS
 
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
 _HOST: dict[bool, Platform] = {}
@@ -352,7 +353,8 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
         source="detected (sysfs, /proc/cpuinfo) and measured on the spot" if measure else "detected",
         core=Core(model=info.get("model name", "unknown"), cores=cores, threads_per_core=tpc,
                   frequency_ghz=round(freq, 3), uarch=uarch, uarch_proxy=proxy, uarch_note=note,
-                  vector_bits=vector_bits, vector_alu_ports=0, issue_width=None),
+                  vector_bits=vector_bits, vector_alu_ports=0, issue_width=None,
+                  isa=tuple(f for f in VECTOR_ISA_FLAGS if f in flags)),
         l1i_size=_l1i_size(), caches=levels,
         dram=Dram(type="unknown", channels=None, channel_bits=None, transfer_rate_mts=None,
                   peak_gbs=None, sustained_gbs=round(sustained, 2),

@@ -35,6 +35,7 @@ class Core:
     vector_bits: int             # native SIMD datapath width
     vector_alu_ports: int
     issue_width: float | None    # overrides the data set's rename width when the core differs
+    isa: tuple[str, ...] = ()    # vector extensions executed (/proc/cpuinfo flags); () = undeclared
 
     @property
     def frequency_hz(self) -> float:
@@ -103,7 +104,7 @@ _TOP = {"name": str, "description": str, "source": str, "threads": int, "overlap
 _TOP_REQUIRED = {"name", "core", "l1i", "caches", "dram"}
 _CORE = {"model": str, "cores": int, "threads_per_core": int, "frequency_ghz": float, "uarch": str,
          "uarch_proxy": bool, "uarch_note": str, "vector_bits": int, "vector_alu_ports": int,
-         "issue_width": float}
+         "issue_width": float, "isa": list}
 _CORE_REQUIRED = {"model", "cores", "frequency_ghz", "uarch", "vector_bits"}
 _SIZE = {"size_bytes": int, "size_kib": float, "size_mib": float}
 _CACHE = {**_SIZE, "shared_by": int, "bandwidth_bytes_per_cycle": float,
@@ -147,6 +148,16 @@ def _size(where: str, table: dict[str, Any]) -> int:
     return size
 
 
+def _isa(where: str, flags: list) -> tuple[str, ...]:
+    """A platform's declared extensions: known ``/proc/cpuinfo`` flags, each once."""
+    from tsar.sim.x86.forms import VECTOR_ISA_FLAGS
+
+    for flag in flags:
+        if flag not in VECTOR_ISA_FLAGS:
+            raise PlatformError(f"{where}: unknown extension {flag!r} (known: {', '.join(VECTOR_ISA_FLAGS)})")
+    return tuple(dict.fromkeys(flags))
+
+
 def platform_from_dict(raw: dict[str, Any], path: str = "<dict>") -> Platform:
     """Validate a parsed platform table; errors name ``path`` and the bad key."""
     _check(path, raw, _TOP, _TOP_REQUIRED)
@@ -163,7 +174,8 @@ def platform_from_dict(raw: dict[str, Any], path: str = "<dict>") -> Platform:
         frequency_ghz=float(core_t["frequency_ghz"]), uarch=core_t["uarch"],
         uarch_proxy=core_t.get("uarch_proxy", False), uarch_note=core_t.get("uarch_note", ""),
         vector_bits=core_t["vector_bits"], vector_alu_ports=core_t.get("vector_alu_ports", 0),
-        issue_width=float(core_t["issue_width"]) if "issue_width" in core_t else None)
+        issue_width=float(core_t["issue_width"]) if "issue_width" in core_t else None,
+        isa=_isa(f"{path}: core.isa", core_t.get("isa", [])))
     l1i = _check(f"{path}: l1i", raw["l1i"], _SIZE, set())
     caches_t = raw["caches"]
     if not isinstance(caches_t, dict) or not caches_t:

@@ -92,6 +92,8 @@ def form_from_iced(instr: iced_x86.Instruction) -> InstructionForm:
     """An :class:`InstructionForm` from one decoded iced-x86 instruction."""
     import iced_x86 as ix
 
+    from tsar.sim.x86.forms import required_cpu_flags
+
     names = _names()
     mnemonic = names["mnemonic"][instr.mnemonic].lower()
     kinds: list[str] = []
@@ -154,7 +156,7 @@ def form_from_iced(instr: iced_x86.Instruction) -> InstructionForm:
         mnemonic=mnemonic, operands=tuple(kinds), reads=tuple(dict.fromkeys(reads)),
         writes=tuple(dict.fromkeys(writes)), address_reads=tuple(dict.fromkeys(addr)),
         mem_read_bytes=mem_r, mem_write_bytes=mem_w, address=instr.ip, text=fmt.format(instr),
-        mem_key=mem_key)
+        mem_key=mem_key, isa=required_cpu_flags(instr))
 
 
 def form_from_tsar(inst: TsarInstruction, address: int | None = None) -> InstructionForm:

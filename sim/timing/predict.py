@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from tsar.common.errors import UserError
 from tsar.sim.timing.adapters import form_from_decoded
 from tsar.sim.timing.core import CoreBound, core_bound
 from tsar.sim.timing.memory import DataStream, MemoryTime, kernel_time
@@ -336,6 +337,27 @@ def _profile(decoded_forms: list[tuple[InstructionForm, float]], iterations: flo
     return LoopProfile.from_forms(decoded_forms, iterations, name)
 
 
+class UnsupportedIsa(UserError, ValueError):
+    """The code uses an extension the platform's cores do not execute."""
+
+
+def check_isa(forms: Mapping[int, InstructionForm], platform: Platform) -> None:
+    """Raise :class:`UnsupportedIsa` when an executed instruction needs a CPU flag that
+    ``platform`` does not declare (``core.isa``; an undeclared ISA is not checked)."""
+    have = set(platform.core.isa)
+    if not have:
+        return
+    bad = {a: f for a, f in sorted(forms.items()) if set(f.isa) - have}
+    if bad:
+        first_address, first = next(iter(bad.items()))
+        lacking = sorted({flag for f in bad.values() for flag in f.isa if flag not in have})
+        more = f" and {len(bad) - 1} more instruction(s)" if len(bad) > 1 else ""
+        raise UnsupportedIsa(
+            f"{platform.name} ({platform.core.model}) does not execute {', '.join(lacking)}: "
+            f"{first.text or first.label} at {first_address:#x}{more}; time this code on a platform "
+            f"whose ISA has them, or build it for {platform.name}'s")
+
+
 def predict(stats: Stats, code: bytes, code_address: int, platform: Platform | str, *,
             threads: int = 1, streams: Sequence[DataStream] | None = None,
             trace: MemoryTrace | None = None, mode: str | None = None,
@@ -363,6 +385,7 @@ def predict(stats: Stats, code: bytes, code_address: int, platform: Platform | s
     decoded = _decode_executed(code, code_address, counts)
     loops, straight = _find_loops(code_address, counts, decoded)
     forms = {a: d.form for a, d in decoded.items()}
+    check_isa(forms, plat)
     notes: list[str] = []
     tsar_names = sorted({f.mnemonic for f in forms.values() if is_tsar_mnemonic(f.mnemonic)})
     if tsar_names:

@@ -52,7 +52,8 @@ class InstructionForm:
     one execution. ``address``: the instruction's address, if known (links simulator counts).
     ``mem_key``: the memory operand's address expression (``rsp+0x6e8``), empty if none or
     RIP-relative: a store and a later load with the same key and loop-invariant address registers
-    form a dependency through memory (store-to-load forwarding).
+    form a dependency through memory (store-to-load forwarding). ``isa``: the CPU flags
+    (``/proc/cpuinfo`` spelling, e.g. ``avx512bw``) a core needs to execute it.
     """
 
     mnemonic: str
@@ -65,6 +66,7 @@ class InstructionForm:
     address: int | None = None
     text: str = ""
     mem_key: str = ""
+    isa: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mnemonic", self.mnemonic.lower())

@@ -17,6 +17,10 @@ InstLatx64 gives, per instruction form, latency and reciprocal throughput in cor
   of the same form (ymm twin for zmm), else 1. Mnemonics the dump lacks come from the Zen 4
   uops.info table (xmm/ymm/scalar forms only), ports re-derived for Zen 5, ``source`` =
   ``uops.info:zen4``.
+* ``zen4``: the Ryzen 9 7950X (Raphael) dump over the uops.info Zen 4 table (whose throughput
+  column is the port-derived value: ``vpaddd zmm`` 0.25 c where the part measures 0.50 c, as
+  Zen 4 executes 512-bit operations in two 256-bit halves). Ports: uops.info's, with vector-pipe
+  counts raised to the measured throughput (``+tp``); forms uops.info lacks: the class groups.
 * ``gracemont``: the Alder Lake E-core (LC) dump. Ports: the pooled class groups of
   ``cores.toml`` (no per-port data exists for Gracemont). uops and forms the dump lacks (memory
   forms): the uops.info Gracemont table (``source`` = ``uops.info:gracemont``).
@@ -66,6 +70,12 @@ TABLES: dict[str, DumpSource] = {
         "AMD Ryzen 9 9950X (Granite Ridge, Zen 5, CPUID 0B40F40 = family 1Ah model 44h), 512-bit "
         "datapath; the 256b twin (same commit) is the 256-bit datapath mode (zmm ops at half rate)",
         "zen4.csv", "zen4"),
+    "zen4": DumpSource(
+        "AuthenticAMD/AuthenticAMD0A60F12_K19_Raphael_04_InstLatX64.txt",
+        "d937574fe1870385854eaf53834b0a271cc89362",
+        "AMD Ryzen 9 7950X (Raphael, Zen 4, CPUID 0A60F12 = family 19h model 61h): 512-bit "
+        "operations on 256-bit units (vpaddd zmm 0.50 c against ymm 0.25 c)",
+        "zen4.csv", "zen4"),
     "gracemont": DumpSource(
         "GenuineIntel/GenuineIntel0090672_AlderLake_01_LC_InstLatX64.txt",
         "d993c2d5e7d3cbfa9f9aa659954c3f438d7258d7",
@@ -76,7 +86,8 @@ TABLES: dict[str, DumpSource] = {
 GOLDEN_COVE_DUMP = "GenuineIntel/GenuineIntel0090672_AlderLake_01_BC_InstLatX64.txt"
 COLUMNS = (*build.COLUMNS, "source")
 
-_LINE = re.compile(r"^\s*(\d+)\s+(\S+)\s*:(\{\w+\})?\s*(.*?)\s+L:\s*(.*?)\s+T:\s*([\d.]+)ns=\s*([\d.]+)c\s*$")
+_LINE = re.compile(r"^\s*(?:Inst\s+)?(\d+)\s+(\S+)\s*:\s*(\{\w+\})?\s*(.*?)"  # older dumps: "Inst  72 X86"
+                   r"\s+L:\s*(.*?)\s+T:\s*([\d.]+)ns=\s*([\d.]+)c\s*$")
 _CYCLES = re.compile(r"([\d.]+)ns=\s*([\d.]+)c")
 _REG = {"xmm", "ymm", "zmm", "r8", "r16", "r32", "r64", "cl", "1", "al", "ax", "eax", "rax"}
 _IMM = {"imm8": "imm8", "im8": "imm8", "i8": "imm8", "imm16": "imm16", "imm32": "imm32",
@@ -160,7 +171,7 @@ def _keep(meas: Measurement) -> bool:
 
 
 def _family(meas: Measurement) -> str:
-    if meas.evex:
+    if meas.evex or meas.extension.startswith("AVX512") or "zmm" in meas.operands:
         return "AVX512EVEX"
     if meas.extension in ("X86", "AMD64"):
         return "BASE"
@@ -293,6 +304,67 @@ def build_zen5(dump_text: str, zen4_rows: list[Row]) -> list[tuple[Row, str]]:
     return [(rows[k], sources[k]) for k in sorted(rows)]
 
 
+def _raised_to(ports: dict[str, float], tp: float, mach: CoreDescription) -> dict[str, float]:
+    """``ports`` with the vector-pipe groups' counts raised so that they allow no more than one
+    instruction per ``tp`` cycles (a measured throughput lower than the pipes' count implies)."""
+    out = dict(ports)
+    prefix = mach.vector.rstrip("0123456789")
+    for group, count in ports.items():
+        if group.startswith(prefix):
+            need = tp * len(mach.ports(group))
+            if need > count * 1.05:
+                out[group] = round(need, 2)
+    return out
+
+
+def build_zen4(dump_text: str, uops_rows: list[Row]) -> list[tuple[Row, str]]:
+    """Zen 4 rows with their ``source`` (``instlatx64`` or ``uops.info:zen4``): the Ryzen 9 7950X
+    dump's latency and throughput over the uops.info table, whose throughput column (the
+    port-derived value) misses the split of 512-bit operations; ports from uops.info where the
+    form has them, raised to the measured throughput, else derived from the core's class groups."""
+    mach = core_description("zen4")
+    rows = measured_rows(dump_text)
+    uinfo = {(r.mnemonic, r.operands): r for r in uops_rows}
+    sources = {key: "instlatx64" for key in rows}
+    for key, r in rows.items():
+        ref = uinfo.get(key)
+        passes = max(1, math.ceil(build.vector_bits(r) / mach.vector_datapath_bits))
+        r.uops = ref.uops if ref else (_uops_from(uinfo, r) or float(passes))
+        if ref and r.latency is None and r.latency_max is None:  # e.g. loads: "[memory dep.]"
+            r.latency, r.latency_max = ref.latency, ref.latency_max
+        if build.exec_class(r) == "none" and build.memory_role(r)[0] == "load" and r.latency_max is None:
+            r.latency, r.latency_max = 0.0, (mach.load_latency if build.vector_bits(r) else 4.0)
+    for key, r in uinfo.items():
+        if key not in rows:
+            rows[key] = r
+            sources[key] = "uops.info:zen4"
+    for key, r in rows.items():
+        twin = rows.get((r.mnemonic, build.register_twin(r)))
+        if sources[key] != "instlatx64":
+            measured_twin = twin is not None and twin is not r \
+                and sources.get((twin.mnemonic, twin.operands)) == "instlatx64"
+            if measured_twin and twin.recip_throughput and build.exec_class(r) == "vector":
+                # a load-op form issues no faster than its measured register form (the split)
+                r.recip_throughput = max(r.recip_throughput or 0.0, twin.recip_throughput)
+                raised = _raised_to(r.ports, twin.recip_throughput, mach)
+                if raised != r.ports:
+                    r.ports, r.ports_source = raised, r.ports_source + "+tp"
+            continue
+        ref = uinfo.get(key)
+        reg_tp = twin.recip_throughput if twin and twin is not r else None
+        tp = reg_tp if (build.memory_role(r)[0] and reg_tp is not None) else r.recip_throughput
+        if ref is not None and ref.ports:
+            r.ports = _raised_to(ref.ports, tp or 0.0, mach) if build.exec_class(r) == "vector" else ref.ports
+            r.ports_source = ref.ports_source + ("+tp" if r.ports != ref.ports else "")
+        elif build.memory_role(r)[0] is None and build.is_pure_move(r.mnemonic) and r.latency is not None \
+                and r.latency < 0.5:
+            r.ports, r.ports_source = {}, "none"  # register move eliminated at rename (latency ~0)
+        else:
+            r.ports = build.derive_ports(r, mach, reg_tp)
+            r.ports_source = "derived" if r.ports else "none"
+    return [(rows[k], sources[k]) for k in sorted(rows)]
+
+
 def build_gracemont(dump_text: str, uops_rows: list[Row]) -> list[tuple[Row, str]]:
     """Gracemont rows with their ``source`` (``instlatx64`` or ``uops.info:gracemont``)."""
     mach = core_description("gracemont")
@@ -372,7 +444,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, src in TABLES.items():
         text = (args.dumps / Path(src.path).name).read_text(errors="replace")
         other = build.build_one(args.uops / src.complement, src.complement_uarch)
-        rows = build_zen5(text, other) if name == "zen5" else build_gracemont(text, other)
+        builder = {"zen5": build_zen5, "zen4": build_zen4, "gracemont": build_gracemont}[name]
+        rows = builder(text, other)
         write_table(rows, args.out / f"{name}.csv")
         counts[name] = {"rows": len(rows), "instlatx64": sum(1 for _, s in rows if s == "instlatx64")}
     meta_path = args.out / "sources.json"

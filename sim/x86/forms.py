@@ -37,6 +37,10 @@ CPU_FLAGS = {"AVX": "avx", "AVX2": "avx2", "FMA": "fma", "F16C": "f16c", "BMI1":
              "AVX512_BF16": "avx512_bf16", "AVX512_VP2INTERSECT": "avx512_vp2intersect",
              "GFNI": "gfni", "VAES": "vaes", "VPCLMULQDQ": "vpclmulqdq", "AVX_VNNI": "avx_vnni"}
 """Extension -> the Linux ``/proc/cpuinfo`` flag of a CPU that executes it."""
+VL_FLAG = "avx512vl"
+"""The ``/proc/cpuinfo`` flag of AVX512VL (the 128/256-bit EVEX forms)."""
+VECTOR_ISA_FLAGS = (*CPU_FLAGS.values(), VL_FLAG)
+"""Every CPU flag a platform may declare in its ``isa`` list (and the model checks code against)."""
 _MODIFIERS = ("AVX512VL", "AVX", "AVX2", "AVX512F")
 """Features that only qualify another (a form listing AVX512F and GFNI is a GFNI form)."""
 ROUNDING = (iced.RoundingControl.ROUND_TO_NEAREST, iced.RoundingControl.ROUND_DOWN,
@@ -259,3 +263,11 @@ def avx512_forms() -> tuple[Form, ...]:
 def all_forms() -> tuple[Form, ...]:
     """:func:`vex_forms` then :func:`avx512_forms`."""
     return vex_forms() + avx512_forms()
+
+
+def required_cpu_flags(ins: iced.Instruction) -> tuple[str, ...]:
+    """The ``/proc/cpuinfo`` flags of :data:`VECTOR_ISA_FLAGS` a CPU needs to execute ``ins``
+    (from iced-x86's CPUID features; features outside the list are not reported)."""
+    flags = {**CPU_FLAGS, "AVX512VL": VL_FLAG}
+    return tuple(dict.fromkeys(flags[n] for n in (_FEATURE_NAMES[f] for f in ins.cpuid_features())
+                               if n in flags))

@@ -62,8 +62,26 @@ def test_zen5_memory_forms() -> None:
     assert z5.lookup("vmovdqu64", ("m512", "zmm")).ports == {"ST01": 2}  # zmm store: 1 per cycle
 
 
+def test_zen4_splits_512_bit_operations_and_zen5_does_not() -> None:
+    """Zen 4 executes a 512-bit operation in two 256-bit halves: half the ymm form's rate, twice
+    its pipe occupancy, memory forms included (the 7950X dump: vpaddd zmm 0.50 c, ymm 0.25 c);
+    Zen 5's 512-bit datapath runs zmm at the ymm rate."""
+    z4, z5 = uarch.load("zen4"), uarch.load("zen5")
+    for mnemonic, ymm_tp in (("vpaddd", 0.25), ("vpdpbusd", 0.5), ("vpshufb", 0.5)):
+        y = z4.lookup(mnemonic, ("ymm", "ymm", "ymm"))
+        z = z4.lookup(mnemonic, ("zmm", "zmm", "zmm"))
+        zm = z4.lookup(mnemonic, ("zmm", "zmm", "m512"))
+        assert y.recip_throughput == pytest.approx(ymm_tp, rel=0.06)
+        assert z.recip_throughput == pytest.approx(2 * y.recip_throughput, rel=0.06)
+        assert zm.recip_throughput >= z.recip_throughput
+        fp = lambda t: sum(n for g, n in t.ports.items() if g.startswith("FP"))  # noqa: E731
+        assert fp(z) == pytest.approx(2 * fp(y)) and fp(zm) == pytest.approx(fp(z))
+        assert z5.lookup(mnemonic, ("zmm", "zmm", "zmm")).recip_throughput == pytest.approx(
+            z5.lookup(mnemonic, ("ymm", "ymm", "ymm")).recip_throughput, rel=0.06)
+
+
 def test_rows_carry_provenance() -> None:
-    for name in ("zen5", "gracemont"):
+    for name in ("zen5", "zen4", "gracemont"):
         with DATA.joinpath(f"{name}.csv").open(newline="") as f:
             rows = list(csv.DictReader(f))
         assert len(rows) > 2000
@@ -75,6 +93,7 @@ def test_rows_carry_provenance() -> None:
     assert meta["repository"] == "https://github.com/InstLatx64/InstLatx64"
     files = {name: t["file"] for name, t in meta["tables"].items()}
     assert files == {"zen5": "AuthenticAMD/AuthenticAMD0B40F40_K20_GraniteRidge_02_512b_InstLatX64.txt",
+                     "zen4": "AuthenticAMD/AuthenticAMD0A60F12_K19_Raphael_04_InstLatX64.txt",
                      "gracemont": "GenuineIntel/GenuineIntel0090672_AlderLake_01_LC_InstLatX64.txt"}
     for t in meta["tables"].values():
         assert re.fullmatch(r"[0-9a-f]{40}", t["commit"]) and t["commit"] in t["url"]
