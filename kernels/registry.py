@@ -23,7 +23,9 @@ class NativeKernelSpec:
     baseline (the public formats are simulated but not modelled yet); ``source``: the stem of its C
     source ``native/<source>.c`` (default ``name``; files of two kernels share one); ``overread``:
     bytes its loads may reach past the packed weights (the buffer must be padded that much);
-    ``compared``: measured by ``tsar compare`` beside T-SAR.
+    ``compared``: measured by ``tsar compare`` beside T-SAR. ``sim_isas``: the ISA levels of
+    :data:`SIM_ISAS` whose rows function the simulator library exposes (``avx2``: the entries
+    above; another level ``isa``: the same entries named ``tsar_sim_<name>_<isa>_...``).
     """
 
     name: str
@@ -37,6 +39,7 @@ class NativeKernelSpec:
     source: str = ""
     overread: int = 0
     compared: bool = True
+    sim_isas: tuple[str, ...] = ("avx2",)
 
     @property
     def c_source(self) -> str:
@@ -60,7 +63,7 @@ NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
     NativeKernelSpec("i2s", "bitnet.cpp I2_S (2-bit, pmaddubsw)", i2s, "TSAR_I2S", simulated=True),
     NativeKernelSpec("dense", "int8 weights (pmaddubsw / vpdpbusd)", None, "TSAR_DENSE"),
     NativeKernelSpec("int2", "Intel 2-bit up-convert (pmaddubsw / vpdpbusd)", int2_vnni, "TSAR_INT2",
-                     simulated=True),
+                     simulated=True, sim_isas=("avx2", "avxvnni", "avx512")),
     NativeKernelSpec("trit5", "5 trits per byte (AVX-512 lookup, AVX2 decode)", trit5, "TSAR_TRIT5",
                      compared=False),
     NativeKernelSpec("tq1_0", "llama.cpp TQ1_0 (base-3, 5 trits per byte, 1.69 b/w)", tq1_0, "TSAR_TQ1_0",
@@ -73,6 +76,23 @@ NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
                      "TSAR_IQ2_BN", **_PUBLIC, source="iqbn", overread=16),
 )}
 """Every native kernel, in the order tables list them."""
+
+SIM_ISAS: dict[str, tuple[str, ...]] = {
+    "avx2": ("avx2", "fma"),
+    "avxvnni": ("avx2", "avx_vnni"),
+    "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512_vnni"),
+}
+"""ISA levels of the simulator library's rows functions -> the CPU flags (``/proc/cpuinfo``) that
+running one natively needs (``AVX512_TARGET`` in ``native/common.h``)."""
+
+
+def sim_entry(name: str, isa: str = "avx2") -> str:
+    """The stem of a kernel's simulator entry points at ``isa`` (``tsar_sim_<stem>_gemv``)."""
+    if isa not in NATIVE_KERNELS[name].sim_isas:
+        raise KeyError(f"{name} has no {isa} rows in the simulator library "
+                       f"(it has: {', '.join(NATIVE_KERNELS[name].sim_isas)})")
+    return name if isa == "avx2" else f"{name}_{isa}"
+
 
 KERNELS = tuple(NATIVE_KERNELS)
 SIM_LIBRARY = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.simulated)

@@ -1,6 +1,7 @@
-"""Build the AVX2 integer cores as a self-contained ELF shared object for the functional simulator.
+"""Build the integer cores (AVX2; AVX-512 rows where the registry lists them) as a self-contained
+ELF shared object for the functional simulator.
 
-The library has no libc calls, no threads, no CPUID dispatch and no AVX-512 (gcc ``-O3 -mavx2 -mfma
+The library has no libc calls, no threads and no CPUID dispatch (gcc ``-O3 -mavx2 -mfma
 -fPIC -shared -nostdlib -fno-stack-protector -fno-builtin``, plus ``-fno-tree-loop-distribute-patterns``
 so gcc does not turn loops into memset/memcpy calls). Entry points (System V ABI; ``a`` is one token of
 k int8 activations in [-127, 127], ``out`` m int32, ``work`` 64-byte aligned scratch):
@@ -28,6 +29,10 @@ through the same token-blocked rows functions that run natively:
     int tsar_sim_i2s_gemm(const uint8_t *w, int m, int k, const int8_t *a, int n, void *work,
                           int32_t *out);                  /* likewise int2, tq2_0, tq1_0, iq2_bn, iq1_bn */
 
+A kernel whose registry entry lists ``avx512`` in ``sim_isas`` also has the same entry points
+through its AVX-512 rows function, named with the ISA (``tsar_sim_int2_avx512_gemv``...: EVEX code,
+simulated on any host, run natively only on one with the flags of ``registry.SIM_ISAS``).
+
 Weights are in the formats of :mod:`tsar.kernels.formats` (``TL2Weights.data`` etc.), padded by the
 registry's ``overread`` bytes; 0 means success (-1: a shape the format cannot take).
 """
@@ -35,17 +40,20 @@ registry's ``overread`` bytes; 0 means success (-1: a shape the format cannot ta
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 from pathlib import Path
 
 from tsar.common.toolchain import build_shared
-from tsar.kernels.registry import NATIVE_KERNELS, SIM_LIBRARY
+from tsar.kernels.registry import NATIVE_KERNELS, SIM_LIBRARY, sim_entry
 
 SOURCES = tuple(dict.fromkeys(NATIVE_KERNELS[name].c_source for name in SIM_LIBRARY))
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector", "-fno-builtin",
          "-fno-tree-loop-distribute-patterns", "-std=gnu11", "-DTSAR_SIM=1")
-ENTRY_POINTS = tuple(entry for name in SIM_LIBRARY for entry in (
-    ([f"tsar_sim_{name}_work_size"] if NATIVE_KERNELS[name].gemv_work else [])
-    + [f"tsar_sim_{name}_gemv", f"tsar_sim_{name}_gemm_work_size", f"tsar_sim_{name}_gemm"]))
+ENTRY_POINTS = tuple(entry for name in SIM_LIBRARY for stem in map(partial(sim_entry, name),
+                                                                     NATIVE_KERNELS[name].sim_isas)
+                     for entry in (([f"tsar_sim_{stem}_work_size"] if NATIVE_KERNELS[name].gemv_work else [])
+                                   + [f"tsar_sim_{stem}_gemv", f"tsar_sim_{stem}_gemm_work_size",
+                                      f"tsar_sim_{stem}_gemm"]))
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 
 

@@ -8,6 +8,7 @@
 
 #define TSAR_ALIGN 64
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define AVXVNNI_TARGET __attribute__((target("avx2,avxvnni")))   /* VEX vpdpbusd ymm (AVX-VNNI) */
 
 /* Per-call activation state. Layout of the workspace (all 64-byte aligned):
  * act  int8 [n][kpad]   quantized activations (or copied from the caller)
@@ -100,7 +101,8 @@ static inline void tsar_zero_bytes(void *dst, size_t n) {
 #define tsar_zero_bytes(dst, n) memset((dst), 0, (n))
 #endif
 
-/* Simulator entry points (built with -DTSAR_SIM: no libc, no threads, AVX2 only): GEMV, one token
+/* Simulator entry points (built with -DTSAR_SIM: no libc, no threads; AVX2, and AVX-512 where a
+ * kernel's registry entry lists it in sim_isas): GEMV, one token
  * a[k] -> out[m], and GEMM, n tokens a[n][k] -> out[n][m], through the rows function that runs
  * natively. Each kernel file defines static prep_size/prep/check/rows_avx2 and expands one of
  * these (files of two kernels name their functions: TSAR_SIM_PREP_SUM below). LUT kernels take
@@ -137,13 +139,16 @@ static inline void tsar_zero_bytes(void *dst, size_t n) {
     }
 
 #define TSAR_SIM_GEMM_SCRATCH(k) ((size_t)32 * (k))
-#define TSAR_SIM_SUM_GEMV(NAME)                                                                    \
+#define TSAR_SIM_SUM_GEMV(NAME) TSAR_SIM_SUM_ENTRIES(NAME, rows_avx2)
+/* The same entry points through another rows function (NAME then names the ISA variant too:
+ * TSAR_SIM_SUM_ENTRIES(int2_avx512, rows_avx512) defines tsar_sim_int2_avx512_gemv...). */
+#define TSAR_SIM_SUM_ENTRIES(NAME, ROWS)                                                           \
     int tsar_sim_##NAME##_gemv(const uint8_t *wp, int m, int k, const int8_t *a, int32_t *out) {   \
         const tsar_weights w = {wp, 0, m, k, 0, 0};                                                \
         if (check(&w)) return -1;                                                                  \
         int32_t sum = tsar_sum_i8(a, k);                                                           \
         const tsar_acts s = {&w, a, &sum, 0, 0, 0, 1};                                             \
-        rows_avx2(&s, out, 0, m);                                                                  \
+        ROWS(&s, out, 0, m);                                                                       \
         return 0;                                                                                  \
     }                                                                                              \
     /* n tokens a[n][k] -> out[n][m]; work (64-byte aligned, tsar_sim_NAME_gemm_work_size()     \
@@ -159,7 +164,7 @@ static inline void tsar_zero_bytes(void *dst, size_t n) {
         if (check(&w) || n < 1) return -1;                                                         \
         uint8_t *scratch = tsar_token_sums(a, k, n, work);                                         \
         const tsar_acts s = {&w, a, (int32_t *)work, scratch, (size_t)k, 0, n};                    \
-        rows_avx2(&s, out, 0, m);                                                                  \
+        ROWS(&s, out, 0, m);                                                                       \
         return 0;                                                                                  \
     }
 

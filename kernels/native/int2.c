@@ -6,6 +6,7 @@
  * broadcast activations of the same 4 columns.
  *   AVX2: pmaddubsw into int16 (<= 2032 per step for scaled fields), widened every 16 steps;
  *   tokens in pairs share each loaded and decoded weight vector.
+ *   AVX-VNNI: the AVX2 loop with one VEX vpdpbusd per field and token, int32 all the way.
  *   AVX-512 VNNI: vpdpbusd on two column-quads per zmm, int32 all the way. */
 #include "common.h"
 #ifndef TSAR_SIM
@@ -71,6 +72,59 @@ static inline __attribute__((always_inline)) void block_avx2(const tsar_acts *s,
         _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(r[1], 2), sum));
         _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(r[2], sum));
         _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(r[3], 2), sum));
+    }
+}
+
+/* AVX-VNNI (the VEX vpdpbusd of Intel's AI-PC cores, Gracemont and Zen 5): the AVX2 block with
+ * each pmaddubsw + add pair replaced by one vpdpbusd into int32 (no int16 partials, no flush). */
+AVXVNNI_TARGET static inline __attribute__((always_inline)) void block_avxvnni(
+        const tsar_acts *s, int32_t *out, const uint8_t *wb, int kq, int mb, int t, int pair) {
+    const tsar_weights *w = s->w;
+    const __m256i m3 = _mm256_set1_epi8(0x03), mc = _mm256_set1_epi8(0x0c);
+    const int8_t *a0 = s->act + s->act_stride * t;
+    const int8_t *a1 = pair ? a0 + s->act_stride : a0;
+    __m256i acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+    for (int j = 0; j < kq; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 32 * j));
+        const __m256i h = _mm256_srli_epi16(v, 4);
+        int32_t x0q, x1q;
+        __builtin_memcpy(&x0q, a0 + 4 * j, 4);
+        __builtin_memcpy(&x1q, a1 + 4 * j, 4);
+        const __m256i x0 = _mm256_set1_epi32(x0q), x1 = _mm256_set1_epi32(x1q);
+        const __m256i f0 = _mm256_and_si256(v, m3), f1 = _mm256_and_si256(v, mc);
+        const __m256i f2 = _mm256_and_si256(h, m3), f3 = _mm256_and_si256(h, mc);
+        acc[0] = _mm256_dpbusd_avx_epi32(acc[0], f0, x0);
+        acc[1] = _mm256_dpbusd_avx_epi32(acc[1], f1, x0);
+        acc[2] = _mm256_dpbusd_avx_epi32(acc[2], f2, x0);
+        acc[3] = _mm256_dpbusd_avx_epi32(acc[3], f3, x0);
+        if (pair) {
+            acc[4] = _mm256_dpbusd_avx_epi32(acc[4], f0, x1);
+            acc[5] = _mm256_dpbusd_avx_epi32(acc[5], f1, x1);
+            acc[6] = _mm256_dpbusd_avx_epi32(acc[6], f2, x1);
+            acc[7] = _mm256_dpbusd_avx_epi32(acc[7], f3, x1);
+        }
+    }
+    for (int u = 0; u < 1 + pair; u++) {
+        const __m256i sum = _mm256_set1_epi32(s->sums[t + u]);
+        const __m256i *r = acc + 4 * u;
+        int32_t *o = out + (size_t)(t + u) * w->m + (size_t)mb * 32;
+        _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(r[0], sum));
+        _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(r[1], 2), sum));
+        _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(r[2], sum));
+        _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(r[3], 2), sum));
+    }
+}
+
+/* Weight-block-outer, tokens inner, in pairs (as the AVX2 GEMV path). The simulator library
+ * exposes it (tsar_sim_int2_avxvnni_*); the native dispatch has no AVX-VNNI level yet. */
+AVXVNNI_TARGET __attribute__((unused)) static void rows_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    const int kq = s->w->k / 4;
+    for (int mb = m0 / 32; mb < m1 / 32; mb++) {
+        const uint8_t *wb = s->w->w + (size_t)mb * kq * 32;
+        int t = 0;
+        for (; t + 1 < s->n; t += 2) block_avxvnni(s, out, wb, kq, mb, t, 1);
+        if (t < s->n) block_avxvnni(s, out, wb, kq, mb, t, 0);
     }
 }
 
@@ -212,7 +266,6 @@ static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     }
 }
 
-#ifndef TSAR_SIM
 /* One 32-row block for ntok (1..4) tokens from t: each loaded and decoded weight vector feeds
  * every token's vpdpbusd (the 32 zmm registers hold the tokens' accumulators). */
 AVX512_TARGET static inline __attribute__((always_inline)) void block_avx512(
@@ -265,7 +318,6 @@ AVX512_TARGET static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, 
         else if (s->n - t == 1) block_avx512(s, out, wb, kq, mb, t, 1);
     }
 }
-#endif
 
 #ifndef TSAR_SIM
 const tsar_kernel tsar_kernel_int2 = {
@@ -273,4 +325,6 @@ const tsar_kernel tsar_kernel_int2 = {
     .check = check};
 #else
 TSAR_SIM_SUM_GEMV(int2)
+TSAR_SIM_SUM_ENTRIES(int2_avx512, rows_avx512)
+TSAR_SIM_SUM_ENTRIES(int2_avxvnni, rows_avxvnni)
 #endif

@@ -36,6 +36,8 @@ class Core:
     vector_alu_ports: int
     issue_width: float | None    # overrides the data set's rename width when the core differs
     isa: tuple[str, ...] = ()    # vector extensions executed (/proc/cpuinfo flags); () = undeclared
+    avx512_clock_ratio: float = 1.0  # clock while heavy 512-bit code runs / the clock (Intel's
+                                     # AVX-512 frequency license; 1.0: no offset, as on Zen 4/5)
 
     @property
     def frequency_hz(self) -> float:
@@ -104,7 +106,7 @@ _TOP = {"name": str, "description": str, "source": str, "threads": int, "overlap
 _TOP_REQUIRED = {"name", "core", "l1i", "caches", "dram"}
 _CORE = {"model": str, "cores": int, "threads_per_core": int, "frequency_ghz": float, "uarch": str,
          "uarch_proxy": bool, "uarch_note": str, "vector_bits": int, "vector_alu_ports": int,
-         "issue_width": float, "isa": list}
+         "issue_width": float, "isa": list, "avx512_clock_ratio": float}
 _CORE_REQUIRED = {"model", "cores", "frequency_ghz", "uarch", "vector_bits"}
 _SIZE = {"size_bytes": int, "size_kib": float, "size_mib": float}
 _CACHE = {**_SIZE, "shared_by": int, "bandwidth_bytes_per_cycle": float,
@@ -175,7 +177,11 @@ def platform_from_dict(raw: dict[str, Any], path: str = "<dict>") -> Platform:
         uarch_proxy=core_t.get("uarch_proxy", False), uarch_note=core_t.get("uarch_note", ""),
         vector_bits=core_t["vector_bits"], vector_alu_ports=core_t.get("vector_alu_ports", 0),
         issue_width=float(core_t["issue_width"]) if "issue_width" in core_t else None,
-        isa=_isa(f"{path}: core.isa", core_t.get("isa", [])))
+        isa=_isa(f"{path}: core.isa", core_t.get("isa", [])),
+        avx512_clock_ratio=float(core_t.get("avx512_clock_ratio", 1.0)))
+    if not 0 < core.avx512_clock_ratio <= 1:
+        raise PlatformError(f"{path}: core.avx512_clock_ratio: must be in (0, 1], "
+                            f"got {core.avx512_clock_ratio}")
     l1i = _check(f"{path}: l1i", raw["l1i"], _SIZE, set())
     caches_t = raw["caches"]
     if not isinstance(caches_t, dict) or not caches_t:

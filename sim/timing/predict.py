@@ -34,7 +34,7 @@ Units: cycles are core clock cycles at ``platform.core.frequency_ghz``; seconds 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -387,6 +387,11 @@ def predict(stats: Stats, code: bytes, code_address: int, platform: Platform | s
     forms = {a: d.form for a, d in decoded.items()}
     check_isa(forms, plat)
     notes: list[str] = []
+    ratio = plat.core.avx512_clock_ratio
+    if ratio != 1.0 and any("zmm" in f.operands for f in forms.values()):
+        plat = replace(plat, core=replace(plat.core, frequency_ghz=plat.core.frequency_ghz * ratio))
+        notes.append(f"512-bit code: the core clock times {ratio:.3f} (the AVX-512 frequency "
+                     f"license measured on {plat.name}): {plat.core.frequency_ghz:.3f} GHz")
     tsar_names = sorted({f.mnemonic for f in forms.values() if is_tsar_mnemonic(f.mnemonic)})
     if tsar_names:
         if check_rtl:

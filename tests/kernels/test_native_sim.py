@@ -26,12 +26,45 @@ def _ptr(a):
     return ctypes.c_void_p(a.ctypes.data)
 
 
-def test_entry_points_and_no_avx512(sim_lib):
+def test_entry_points_and_avx512_only_in_its_entries(sim_lib):
+    """EVEX code (zmm, opmasks) lies only in the functions of the AVX-512 entries (named with the
+    ISA, or their rows/block helpers); the AVX2 entries are AVX2 only."""
+    import re
     import subprocess
     for name in simbuild.ENTRY_POINTS:
         assert hasattr(sim_lib, name)
+    assert "tsar_sim_int2_avx512_gemv" in simbuild.ENTRY_POINTS
     dis = subprocess.run(["objdump", "-d", sim_lib._name], capture_output=True, text=True).stdout
-    assert "zmm" not in dis and "%k" not in dis.replace("%rdx", "")
+    functions = re.split(r"\n(?=[0-9a-f]+ <)", dis)
+    evex = {re.match(r"[0-9a-f]+ <([^>]+)>", f).group(1) for f in functions[1:]
+            if "zmm" in f or "%k" in f.replace("%rdx", "")}
+    assert evex and all("avx512" in name for name in evex), evex
+
+
+def test_vnni_entries_exact_natively_and_simulated(sim_lib):
+    from tsar.kernels.registry import SIM_ISAS
+    from tsar.sim.platforms.detect import cpu_flags
+    from tsar.simulate.native_kernel import simulate_native
+
+    rng = np.random.default_rng(9)
+    m, k = 64, 2560
+    w = rng.integers(-1, 2, (m, k), dtype=np.int8)
+    a = rng.integers(-127, 128, (3, k), dtype=np.int8)
+    for isa in ("avx512", "avxvnni"):
+        for n in (1, 3):
+            assert simulate_native("int2", m, k, n=n, isa=isa, weights=w, acts=a[:n]).exact, (isa, n)
+    packed = int2_vnni.pack(w)
+    ran = []
+    for isa in ("avx512", "avxvnni"):
+        if not set(SIM_ISAS[isa]) <= cpu_flags():
+            continue
+        out = np.zeros(m, np.int32)
+        entry = getattr(sim_lib, f"tsar_sim_int2_{isa}_gemv")
+        assert entry(_ptr(packed.data), m, k, _ptr(a[0]), _ptr(out)) == 0
+        assert (out == R.ternary_gemv(w, a[0])).all(), isa
+        ran.append(isa)
+    if not ran:
+        pytest.skip("the host CPU has neither AVX-512 VNNI nor AVX-VNNI: the native half is skipped")
 
 
 @pytest.mark.parametrize("fmt", ["tl2", "tl1", "i2s", "int2"])

@@ -58,3 +58,44 @@ def test_unknown_extension_in_a_platform_file_is_named() -> None:
              "dram": {"type": "DDR5", "per_core_gbs": 10.0}}
     with pytest.raises(PlatformError, match=r"x.toml: core.isa: unknown extension 'avx1024'"):
         platform_from_dict(table, "x.toml")
+
+
+def test_validation_variants_follow_the_host_flags() -> None:
+    from tsar.kernels.registry import SIM_ISAS
+    from tsar.validation.validate import host_isas, variant_label
+
+    avx512 = set(SIM_ISAS["avx512"]) | set(SIM_ISAS["avx2"])
+    assert host_isas("int2", avx512) == ("avx2", "avx512")
+    assert host_isas("int2", set(SIM_ISAS["avx2"])) == ("avx2",)
+    assert host_isas("tl2", avx512) == ("avx2",)
+    assert (variant_label("int2", "avx2"), variant_label("int2", "avx512")) == ("int2", "int2-avx512")
+
+
+def test_avx512_clock_ratio_slows_512_bit_code_only() -> None:
+    """A platform whose cores lower the clock under heavy 512-bit code (Intel's AVX-512 license)
+    times zmm code at the lowered clock and ymm code at the normal one; Zen 4/5 declare none."""
+    import dataclasses
+
+    from tsar.sim.timing.predict import predict
+    from tsar.simulate.native_kernel import simulate_native
+
+    assert {platforms.load(n).core.avx512_clock_ratio for n in ("workstation", "laptop")} == {1.0}
+    plat = platforms.load("laptop")
+    slow = dataclasses.replace(plat, core=dataclasses.replace(plat.core, avx512_clock_ratio=0.8))
+    for isa, factor in (("avx512", 1 / 0.8), ("avx2", 1.0)):
+        run = simulate_native("int2", 64, 512, isa=isa)
+        a = predict(run.stats, run.code, run.code_address, plat)
+        b = predict(run.stats, run.code, run.code_address, slow)
+        assert b.core_cycles == a.core_cycles
+        assert b.seconds == pytest.approx(a.seconds * factor, rel=1e-6), isa
+        assert any("AVX-512 frequency license" in n for n in b.notes) == (isa == "avx512")
+
+
+def test_avx512_clock_ratio_must_be_a_fraction() -> None:
+    table = {"name": "x", "core": {"model": "m", "cores": 1, "frequency_ghz": 1.0, "uarch": "zen4",
+                                   "vector_bits": 256, "avx512_clock_ratio": 1.2},
+             "l1i": {"size_kib": 32}, "caches": {"L1D": {"size_kib": 32, "shared_by": 1,
+                                                          "bandwidth_bytes_per_cycle": 64}},
+             "dram": {"type": "DDR5", "per_core_gbs": 10.0}}
+    with pytest.raises(PlatformError, match=r"x.toml: core.avx512_clock_ratio: must be in \(0, 1\]"):
+        platform_from_dict(table, "x.toml")

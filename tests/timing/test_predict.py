@@ -163,8 +163,17 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nm")
 def test_validation_tiny_shape_table():
     from tsar.validation.validate import TINY_SHAPES, TSAR_GEMM_KERNELS, TSAR_KERNELS, validate
 
+    from tsar.sim.platforms.detect import cpu_flags
+    from tsar.validation.validate import KERNELS, host_isas
+
     v = validate(shapes=TINY_SHAPES, dram=False, calls=10, rounds=2)
-    assert len(v.cases) == 2 * 4 + len(TSAR_KERNELS) + len(TSAR_GEMM_KERNELS)
+    natives = sum(len(host_isas(k, cpu_flags())) for k in KERNELS)
+    assert len(v.cases) == natives + 4 + len(TSAR_KERNELS) + len(TSAR_GEMM_KERNELS)
+    speedups = v.isa_speedups()
+    assert len(speedups) == natives - len(KERNELS)   # each non-AVX2 case beside its AVX2 twin
+    assert all(p > 0 and m > 0 for _, _, p, m in speedups)
+    if speedups:
+        assert "int2-avx512 over int2" in v.table()
     assert {c.data for c in v.cases} == {"cache", "GEMM"}
     assert all(c.N == 128 for c in v.cases if c.data == "GEMM")
     assert all(math.isfinite(c.error) and c.measured > 0 and c.predicted > 0 for c in v.cases)
@@ -191,8 +200,12 @@ def test_validation_full_table():
     if need > available // 2:
         pytest.skip(f"the DRAM cases would hold {need / 2**30:.1f} GiB of weight copies at once "
                     f"(last-level cache {llc >> 20} MiB); {available / 2**30:.1f} GiB available")
+    from tsar.sim.platforms.detect import cpu_flags
+    from tsar.validation.validate import host_isas
+
     v = validate(calls=10, rounds=3)
-    assert len(v.cases) == len(FULL_SHAPES) * (3 * len(KERNELS) + 2 * len(TSAR_KERNELS)
+    natives = sum(len(host_isas(k, cpu_flags())) for k in KERNELS)
+    assert len(v.cases) == len(FULL_SHAPES) * (2 * natives + len(KERNELS) + 2 * len(TSAR_KERNELS)
                                                + len(TSAR_GEMM_KERNELS))
     assert all(math.isfinite(c.error) and c.measured > 0 and c.predicted > 0 for c in v.cases)
     assert "MAPE" in v.table()

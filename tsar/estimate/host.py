@@ -115,21 +115,24 @@ def weight_copies(nbytes: int, dram_bytes: float | None) -> int:
     return 1 if dram_bytes is None else max(2, math.ceil(dram_bytes / nbytes) + 1)
 
 
-def clock_timer(cycles: int = 400_000):
-    """(timer, cycles per call) of a chain of dependent adds (the host probe), or None."""
+def clock_timer(cycles: int = 400_000, avx512: bool = False):
+    """(timer, cycles per call) of a chain of dependent adds (the host probe), or None; with
+    ``avx512``, the chain beside heavy 512-bit operations (the clock under the AVX-512 frequency
+    license; None on a host without AVX512BW)."""
+    from tsar.sim.platforms.detect import cpu_flags
     from tsar.sim.platforms.host_probes import probes
 
     lib = probes(True)
-    if lib is None:
+    if lib is None or (avx512 and "avx512bw" not in cpu_flags()):
         return None
-    c = lib[1]
+    chain = lib[1].tsar_chain512 if avx512 else lib[1].tsar_chain
     n = cycles // 8
 
     def timer(calls: int) -> list[float]:
         out = []
         for _ in range(calls):
             t0 = time.perf_counter()
-            c.tsar_chain(n)
+            chain(n)
             out.append(time.perf_counter() - t0)
         return out
 
@@ -194,6 +197,13 @@ def with_measured(platform: Platform, measured: Mapping[str, Measured],
         notes.append(f"core clock measured in the same rounds: {ghz:.3f} GHz (spread "
                      f"{100 * measured[clock_key].spread:.0f} %; before: {platform.core.frequency_ghz:g})")
         platform = with_clock(platform, ghz)
+        key512 = f"{clock_key}512"
+        if key512 in measured:
+            ratio = min(1.0, clock[1] / measured[key512].seconds / 1e9 / ghz)
+            spread = 100 * measured[key512].spread
+            notes.append(f"clock beside heavy 512-bit code measured in the same rounds: {ratio:.3f} x "
+                         f"the clock (the AVX-512 frequency license; spread {spread:.0f} %)")
+            platform = replace(platform, core=replace(platform.core, avx512_clock_ratio=ratio))
     gbs = {name: nbytes / measured[f"bw:{name}"].seconds / 1e9 for name, (_, nbytes) in bandwidths.items()
            if f"bw:{name}" in measured}
     if gbs:

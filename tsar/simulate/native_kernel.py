@@ -17,7 +17,7 @@ import numpy as np
 
 from tsar.errors import UserError
 from tsar.kernels import reference, simbuild
-from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED, SIMULATED_PUBLIC
+from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED, SIMULATED_PUBLIC, sim_entry
 from tsar.sim import Machine, Stats, create_machine
 
 NATIVE_SIM_KERNELS = SIMULATED
@@ -104,14 +104,19 @@ def row_period(kernel: str, M: int) -> int:
 
 def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
                     weights: np.ndarray | None = None, acts: np.ndarray | None = None,
-                    gemm: bool = False) -> NativeSimRun:
+                    gemm: bool = False, isa: str = "avx2") -> NativeSimRun:
     """Simulate ``kernel`` (one of :data:`SIM_KERNELS`) on an ``M x K`` ternary layer for ``n``
     tokens: one token through its GEMV entry, several through its GEMM entry (the token-blocked
     rows function that runs natively for prefill; ``gemm``: the GEMM entry for one token too).
     ``weights`` (int8 ``M x K`` in {-1, 0, 1}) and ``acts`` (int8 ``n x K`` in [-127, 127]) default
-    to random ones drawn from ``seed``."""
+    to random ones drawn from ``seed``. ``isa``: the rows function (``avx2``, or another level
+    of the kernel's ``sim_isas``: e.g. int2's AVX-512 VNNI rows)."""
     if kernel not in SIM_KERNELS:
         raise UserError(f"no simulator build of {kernel!r} (have {', '.join(SIM_KERNELS)})")
+    if isa not in NATIVE_KERNELS[kernel].sim_isas:
+        raise UserError(f"{kernel} has no {isa} build in the simulator library "
+                        f"(it has: {', '.join(NATIVE_KERNELS[kernel].sim_isas)})")
+    stem = sim_entry(kernel, isa)
     if n < 1:
         raise UserError(f"tokens must be >= 1, got {n}")
     if M < 1 or K < 1:
@@ -139,14 +144,14 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
 
     def scratch(query: str, *extra: int) -> np.ndarray:
         """Zeroed work of the size the library's ``query`` entry reports."""
-        size = machine.call(symbols[f"tsar_sim_{kernel}_{query}"], M, K, bm, bk, *extra, returns="u64")
+        size = machine.call(symbols[f"tsar_sim_{stem}_{query}"], M, K, bm, bk, *extra, returns="u64")
         return np.zeros(int(size) + 64, np.uint8)
 
     if n == 1 and not gemm:   # GEMV: LUT tables or prepared activations of one token as work, or nothing
         entry, args = "gemv", (data, *shape, a, *([scratch("work_size")] if spec.gemv_work else []), out)
     else:        # GEMM: every kernel takes work of the size its entry reports
         entry, args = "gemm", (data, *shape, a, n, scratch("gemm_work_size", n), out)
-    rc = machine.call(symbols[f"tsar_sim_{kernel}_{entry}"], *args, returns="i32", memory_stats=True)
+    rc = machine.call(symbols[f"tsar_sim_{stem}_{entry}"], *args, returns="i32", memory_stats=True)
     if rc != 0:
         raise UserError(f"{kernel} rejected the {M} x {K} layer (return code {rc})")
     stats = machine.stats

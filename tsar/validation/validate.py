@@ -1,7 +1,9 @@
 """Validation of the timing model against code measured on this host.
 
-For each native AVX2 integer GEMV core of the simulator library (:mod:`tsar.kernels.simbuild`:
-TL2, TL1, I2_S, int2) and each shape, the *same shared object* is simulated once (one token,
+For each native integer GEMV core of the simulator library (:mod:`tsar.kernels.simbuild`:
+TL2, TL1, I2_S, int2, AVX2 rows; and the rows of other ISA levels the registry lists, such as
+int2's AVX-512 VNNI rows as ``int2-avx512``, where the host runs them) and each shape, the
+*same shared object* is simulated once (one token,
 execution counts per address, memory trace) and its time predicted with
 :func:`tsar.sim.timing.predict.predict` on the measured host platform
 (:func:`tsar.sim.platforms.host`); then it runs natively through ctypes.
@@ -51,7 +53,7 @@ import numpy as np
 from tsar.console import Steps
 from tsar.frames import Tabular
 from tsar.isa.config import PAPER_CONFIGS
-from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED
+from tsar.kernels.registry import NATIVE_KERNELS, SIM_ISAS, SIMULATED, sim_entry
 from tsar.kernels.tsar_plan import KERNEL_PREFIX, kernel_name, parse_kernel_name
 from tsar.models import BITNET_2B_LAYERS, PREFILL_TOKENS
 from tsar.sim.timing.predict import Prediction, cache_traffic, predict
@@ -70,6 +72,17 @@ GEMM_TOKENS = PREFILL_TOKENS
 TSAR_GEMM_KERNELS = tuple(kernel_name(cfg, "ap-tokens") for cfg in PAPER_CONFIGS)
 """Token-blocked T-SAR dataflows validated on GEMM through the proxy engine."""
 DATA = ("cache", "DRAM", "GEMM")
+
+
+def variant_label(name: str, isa: str) -> str:
+    """A native case's kernel label: the name for the AVX2 rows, ``name-<isa>`` for another level
+    (``int2-avx512``)."""
+    return name if isa == "avx2" else f"{name}-{isa}"
+
+
+def host_isas(name: str, flags: frozenset[str] | set[str]) -> tuple[str, ...]:
+    """The ISA levels of ``name``'s simulator rows that a CPU with ``flags`` runs natively."""
+    return tuple(isa for isa in NATIVE_KERNELS[name].sim_isas if set(SIM_ISAS[isa]) <= flags)
 
 
 def family_of(kernel: str) -> str:
@@ -142,6 +155,20 @@ class Validation(Tabular):
             fams.setdefault(c.family, []).append(abs(c.error))
         return {f: 100.0 * sum(e) / len(e) for f, e in fams.items()}
 
+    def isa_speedups(self) -> list[tuple[Case, Case, float, float]]:
+        """Per case of a native's non-AVX2 rows with an AVX2 twin (same kernel, shape and data):
+        ``(avx2 case, case, predicted speedup, measured speedup)``, speedup = AVX2 time / time."""
+        base = {(c.kernel, c.N, c.M, c.K, c.variant): c for c in self.cases}
+        out = []
+        for c in self.cases:
+            name, _, isa = c.kernel.partition("-")
+            if not isa or name not in NATIVE_KERNELS:
+                continue
+            twin = base.get((name, c.N, c.M, c.K, c.variant))
+            if twin is not None:
+                out.append((twin, c, twin.predicted / c.predicted, twin.measured / c.measured))
+        return out
+
     def records(self) -> list[dict]:
         return [{"kernel": c.kernel, "N": c.N, "M": c.M, "K": c.K, "variant": c.variant,
                  "weight_bytes": c.weight_bytes, "predicted_s": c.predicted, "measured_s": c.measured,
@@ -155,6 +182,9 @@ class Validation(Tabular):
             rows.append(f"{c.kernel:20} {f'{c.N} x {c.M} x {c.K}':>16} {c.weight_bytes / 2**20:6.2f}MB "
                         f"{c.data:>6} {c.predicted * 1e6:13.1f} {c.measured * 1e6:12.1f} "
                         f"{100 * c.spread:6.1f}% {100 * c.error:+7.1f}%  {c.bound}")
+        for twin, c, pred, meas in self.isa_speedups():
+            rows.append(f"{c.kernel} over {twin.kernel}, {c.M} x {c.K} {c.data}: speedup predicted "
+                        f"{pred:.2f}x, measured {meas:.2f}x ({100 * (pred / meas - 1):+.1f} %)")
         rows.append("bias by family (mean signed error): " + ", ".join(
             f"{f} {b:+.1f} %" for f, b in self.bias().items()))
         parts = [f"{v} {self.mape_of(v):.1f} %" for v in DATA if any(c.data == v for c in self.cases)]
@@ -167,6 +197,7 @@ class Validation(Tabular):
 @dataclass
 class _Kernel:
     name: str
+    stem: str                # simulator entry stem: the name, or name_<isa> (registry.sim_entry)
     M: int
     K: int
     weights: np.ndarray      # packed bytes
@@ -180,7 +211,7 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data)
 
 
-def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0) -> _Kernel:
+def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0, isa: str = "avx2") -> _Kernel:
     from tsar.kernels.baselines import aligned_empty
     from tsar.simulate.native_kernel import pack_native
 
@@ -190,16 +221,16 @@ def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0) -> _Kernel
     out = np.zeros(M, np.int32)
     packed = pack_native(name, w)
     if NATIVE_KERNELS[name].blocked:
-        size_fn = getattr(lib, f"tsar_sim_{name}_work_size")
+        size_fn = getattr(lib, f"tsar_sim_{sim_entry(name, isa)}_work_size")
         size_fn.restype = ctypes.c_ulong
         work_bytes = int(size_fn(M, K, packed.bm, packed.bk))
         work = aligned_empty(work_bytes + 64)
         bm, bk = packed.bm, packed.bk
-        return _Kernel(name, M, K, packed.data,
+        return _Kernel(name, sim_entry(name, isa), M, K, packed.data,
                        lambda d: (d, M, K, bm, bk, a, np.zeros(work_bytes + 64, np.uint8), out),
                        lambda d: (_ptr(d), M, K, bm, bk, _ptr(a), _ptr(work), _ptr(out)),
                        work_bytes, [a, out, work])
-    return _Kernel(name, M, K, packed.data, lambda d: (d, M, K, a, out),
+    return _Kernel(name, sim_entry(name, isa), M, K, packed.data, lambda d: (d, M, K, a, out),
                    lambda d: (_ptr(d), M, K, _ptr(a), _ptr(out)), 0, [a, out])
 
 
@@ -210,7 +241,7 @@ def _simulate(path: Path, kern: _Kernel):
     image = load_elf_image(path.read_bytes(), path.name)
     machine = create_machine()
     symbols = machine.load_elf(path)
-    fn = f"tsar_sim_{kern.name}_gemv"
+    fn = f"tsar_sim_{kern.stem}_gemv"
     base = symbols[fn] - image.symbols[fn]
     rc = machine.call(fn, *kern.sim_args(kern.weights), returns="i32", memory_stats=True, trace=True)
     weights_at = machine.arguments[0].start  # the guest address of the first array argument
@@ -294,6 +325,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     )
     from tsar.estimate.layer import counts_for
     from tsar.kernels import simbuild
+    from tsar.sim.platforms.detect import cpu_flags
 
     notes: list[str] = []
     on_host = platform is None
@@ -309,16 +341,23 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     llc = max(c.size for c in platform.caches)
     overhead = call_overhead()
     say = progress or (lambda _m: None)
-    step = Steps(len(shapes) * (len(kernels) + len(tsar_kernels) + len(gemm_kernels)
+    variants_of = {name: host_isas(name, cpu_flags()) if on_host else ("avx2",) for name in kernels}
+    skipped = sorted({f"{variant_label(n, i)}" for n in kernels for i in NATIVE_KERNELS[n].sim_isas
+                      if i not in variants_of[n]})
+    if skipped:
+        notes.append(f"not validated: {', '.join(skipped)} (the host lacks the ISA to run it natively)")
+    natives = [(name, isa) for name in kernels for isa in variants_of[name]]
+    step = Steps(len(shapes) * (len(natives) + len(tsar_kernels) + len(gemm_kernels)
                                 + len(tsar_gemm_kernels)) + 1, say)
     pending: list[_Pending] = []
     gemm_calls = max(3, calls // 5)
     for M, K in shapes:
-        for name in kernels:
-            kern = _make(lib, name, M, K)
-            fn = getattr(lib, f"tsar_sim_{name}_gemv")
+        for name, isa in natives:
+            label = variant_label(name, isa)
+            kern = _make(lib, name, M, K, isa=isa)
+            fn = getattr(lib, f"tsar_sim_{kern.stem}_gemv")
             fn.restype = ctypes.c_int
-            step(f"{platform.name}: simulating and modelling {name} {M} x {K}")
+            step(f"{platform.name}: simulating and modelling {label} {M} x {K}")
             stats, trace, code, base, w_at = _simulate(path, kern)
             wbytes = int(kern.weights.nbytes)
             variants: list[tuple[str, list[np.ndarray], list[tuple[int, int]]]] = [
@@ -334,7 +373,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
                     return pred.seconds, pred.bound, pred
 
                 timer = ctypes_timer(fn, [kern.native_args(c) for c in copies], overhead, keep=(kern, copies))
-                pending.append(_Pending(name, 1, M, K, variant, wbytes, model, timer, calls))
+                pending.append(_Pending(label, 1, M, K, variant, wbytes, model, timer, calls))
         for name in tsar_kernels:
             step(f"{platform.name}: modelling {name} {M} x {K}, loading its proxy")
             c = counts_for(name, 1, M, K)
@@ -356,9 +395,12 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     timers = {str(i): p.timer for i, p in enumerate(pending)}
     counts = {str(i): p.calls for i, p in enumerate(pending)}
     clock = clock_timer() if on_host else None
+    clock512 = clock_timer(avx512=True) if on_host else None
     bandwidths = bandwidth_timers(platform) if on_host else {}
     if clock is not None:
         timers["clock"], counts["clock"] = clock[0], 20
+    if clock is not None and clock512 is not None:
+        timers["clock512"], counts["clock512"] = clock512[0], 20
     for name, (timer, _) in bandwidths.items():
         timers[f"bw:{name}"], counts[f"bw:{name}"] = timer, 3 if name == "DRAM" else 10
     measured = interleaved(timers, rounds, counts, progress=lambda m: say(f"  {m}"))
