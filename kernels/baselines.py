@@ -25,7 +25,8 @@ from tsar.kernels._native import ffi, lib
 from tsar.kernels.registry import KERNELS, NATIVE_KERNELS
 
 _IDS = {name: getattr(lib, spec.lib_id) for name, spec in NATIVE_KERNELS.items()}
-ISAS = {"auto": lib.TSAR_ISA_AUTO, "avx2": lib.TSAR_ISA_AVX2, "avx512": lib.TSAR_ISA_AVX512}
+ISAS = {"auto": lib.TSAR_ISA_AUTO, "avx2": lib.TSAR_ISA_AVX2, "avx512": lib.TSAR_ISA_AVX512,
+        "avxvnni": lib.TSAR_ISA_AVXVNNI}
 _ISA_NAMES = {v: k for k, v in ISAS.items()}
 MAX_THREADS = 64
 ALIGN = 64
@@ -39,7 +40,8 @@ def aligned_empty(nbytes: int, align: int = ALIGN) -> np.ndarray:
 
 
 def cpu_isa() -> str:
-    """Best instruction set the kernels can use here: 'avx512' (F/BW/VL/VNNI), 'avx2' or 'none'."""
+    """Best instruction set the kernels can use here: 'avx512' (F/BW/VL/VNNI), 'avxvnni' (AVX2 with
+    the VEX vpdpbusd), 'avx2' or 'none'."""
     return _ISA_NAMES.get(lib.tsar_cpu_isa(), "none")
 
 
@@ -49,6 +51,12 @@ def kernel_isa(name: str, isa: str = "auto") -> str | None:
     _check_isa_name(isa)
     got = lib.tsar_kernel_isa(_IDS[name], ISAS[isa])
     return _ISA_NAMES[got] if got >= 0 else None
+
+
+def kernel_isas(name: str) -> tuple[str, ...]:
+    """Every ISA level ``name`` has a build of that this CPU runs (``avx2``, ``avxvnni``,
+    ``avx512``), in :data:`ISAS` order."""
+    return tuple(isa for isa in ISAS if isa != "auto" and kernel_isa(name, isa) == isa)
 
 
 def _check_name(name: str) -> None:
@@ -213,9 +221,10 @@ def prepare(name: str, w_t: np.ndarray, w_scale: float = 1.0, **options: int) ->
 
 def int8_peak(isa: str = "auto", iterations: int = 20_000_000, repeats: int = 5) -> float:
     """The host's int8 multiply-add peak in ops/s, one thread (best of repeats): independent
-    vpmaddubsw + vpaddw (AVX2) or vpdpbusd (AVX-512 VNNI) with no loads; 2 ops per multiply-add."""
+    vpmaddubsw + vpaddw (AVX2), vpdpbusd zmm (AVX-512 VNNI) or the VEX vpdpbusd ymm (AVX-VNNI)
+    with no loads; 2 ops per multiply-add."""
     chosen = cpu_isa() if isa == "auto" else isa
-    code = {"avx2": 1, "avx512": 2}.get(chosen)
+    code = ISAS.get(chosen) if chosen != "auto" else None
     ops = float(lib.tsar_int8_peak(code, iterations, repeats)) if code else -1.0
     if ops <= 0:
         raise ValueError(f"no int8 multiply-add peak for isa {chosen!r} on this CPU")

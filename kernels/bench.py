@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from tsar.kernels.baselines import (
+    ISAS,
     KERNELS,
     NativeKernel,
     kernel_isa,
@@ -48,6 +49,7 @@ class Case:
     k: int
     threads: int
     where: str          # "cache" or "dram"
+    isa: str = ""       # an ISA level of baselines.ISAS; "": the run's (default "auto")
 
 
 @dataclass(frozen=True)
@@ -166,9 +168,10 @@ def run(cases: list[Case], repeats: int = 50, isa: str = "auto",
     results = []
     for i, case in enumerate(cases):
         if step is not None:
-            step(f"host: {case.kernel} {case.n}x{case.m}x{case.k} t={case.threads} {case.where}",
+            step(f"host: {case.kernel}{f' ({case.isa})' if case.isa else ''} {case.n}x{case.m}x{case.k} "
+                 f"t={case.threads} {case.where}",
                  expected_cost(case, repeats))
-        results.append(run_case(case, bw[case.threads], repeats, isa, llc=llc, index=i))
+        results.append(run_case(case, bw[case.threads], repeats, case.isa or isa, llc=llc, index=i))
     return bw, results
 
 
@@ -176,7 +179,7 @@ def int8_peaks(results: list[Result]) -> dict[str, float]:
     """The host's one-thread int8 multiply-add peak (ops/s) for each ISA the results used."""
     from tsar.kernels.baselines import int8_peak
 
-    return {isa: int8_peak(isa) for isa in sorted({r.isa for r in results}) if isa in ("avx2", "avx512")}
+    return {isa: int8_peak(isa) for isa in sorted({r.isa for r in results}) if isa in ISAS and isa != "auto"}
 
 
 def peak_pct(result: Result, peaks: dict[str, float]) -> float | None:
@@ -191,7 +194,7 @@ def format_table(bw: dict[int, float], results: list[Result], peaks: dict[str, f
              + ", ".join(f"{t} thread(s) {b / 1e9:.1f} GB/s" for t, b in bw.items())
              + "".join(f"; int8 multiply-add peak ({isa}, 1 thread): {p / 1e9:.0f} Gop/s"
                        for isa, p in peaks.items()),
-             f"{'kernel':<7}{'isa':<7}{'N x M x K':<17}{'thr':>4} {'weights':<6}{'bits/w':>7}"
+             f"{'kernel':<7}{'isa':<8}{'N x M x K':<17}{'thr':>4} {'weights':<6}{'bits/w':>7}"
              f"{'median us':>11}{'Gop/s':>9}{'Gw/s':>8}{'GB/s':>8}{'% BW':>7}{'% peak':>8}"]
     for r in results:
         c = r.case
@@ -199,10 +202,15 @@ def format_table(bw: dict[int, float], results: list[Result], peaks: dict[str, f
         pct_text = f"{pct:>8.1f}" if pct is not None else f"{'-':>8}"
         bw_pct = r.roofline_pct
         bw_text = f"{bw_pct:>7.1f}" if bw_pct is not None else f"{'-':>7}"
-        lines.append(f"{c.kernel:<7}{r.isa:<7}{f'{c.n}x{c.m}x{c.k}':<17}{c.threads:>4} {c.where:<6}"
+        lines.append(f"{c.kernel:<7}{r.isa:<8}{f'{c.n}x{c.m}x{c.k}':<17}{c.threads:>4} {c.where:<6}"
                      f"{8 * r.weight_bytes / (c.m * c.k):>7.3f}{r.seconds * 1e6:>11.1f}{r.gops:>9.1f}"
                      f"{r.gweights:>8.1f}{r.weight_gbs:>8.2f}{bw_text}{pct_text}")
     if any(r.case.where == "cache" for r in results):
         lines.append("% BW: weight bytes per second against the streaming-read bandwidth, for weights "
                      "read from memory (dram) only")
+    over = [r for r in results if (r.roofline_pct or 0.0) > 100.0]
+    if over:
+        lines.append(f"warning: {len(over)} dram row(s) faster than the measured streaming bandwidth "
+                     f"({', '.join(f'{r.case.kernel} {r.roofline_pct:.0f} %' for r in over)}): part of "
+                     "their weights came from the caches, so those figures are not DRAM figures")
     return "\n".join(lines)

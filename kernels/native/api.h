@@ -8,7 +8,7 @@ typedef struct {
 
 enum { TSAR_TL2 = 0, TSAR_TL1 = 1, TSAR_I2S = 2, TSAR_DENSE = 3, TSAR_INT2 = 4, TSAR_TRIT5 = 5,
        TSAR_TQ1_0 = 6, TSAR_TQ2_0 = 7, TSAR_IQ1_BN = 8, TSAR_IQ2_BN = 9, TSAR_NKERNELS = 10 };
-enum { TSAR_ISA_AUTO = 0, TSAR_ISA_AVX2 = 1, TSAR_ISA_AVX512 = 2 };
+enum { TSAR_ISA_AUTO = 0, TSAR_ISA_AVX2 = 1, TSAR_ISA_AVX512 = 2, TSAR_ISA_AVXVNNI = 3, TSAR_NISAS = 4 };
 
 int tsar_cpu_isa(void);
 int tsar_kernel_isa(int kernel, int isa);

@@ -29,7 +29,7 @@ typedef struct {
     int row_unit;                                           /* rows are split in multiples of this */
     size_t (*prep_size)(const tsar_weights *w);             /* bytes per token                    */
     void (*prep)(const tsar_acts *s, int t);
-    void (*rows[3])(const tsar_acts *s, int32_t *out, int m0, int m1);  /* by TSAR_ISA_*          */
+    void (*rows[TSAR_NISAS])(const tsar_acts *s, int32_t *out, int m0, int m1);  /* by TSAR_ISA_* */
     int (*check)(const tsar_weights *w);                    /* 0 if the descriptor is usable      */
 } tsar_kernel;
 

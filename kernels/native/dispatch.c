@@ -13,23 +13,38 @@ static const tsar_kernel *const KERNELS[TSAR_NKERNELS] = {
     &tsar_kernel_int2, &tsar_kernel_trit5, &tsar_kernel_tq1_0, &tsar_kernel_tq2_0, &tsar_kernel_iq1_bn,
     &tsar_kernel_iq2_bn};
 
-int tsar_cpu_isa(void) {
+/* Whether this CPU executes the ISA level's instructions (AVX-512: F/BW/VL/VNNI; AVX-VNNI: the VEX
+ * vpdpbusd beside AVX2). */
+static int cpu_has(int isa) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
-        return TSAR_ISA_AVX512;
-    return __builtin_cpu_supports("avx2") ? TSAR_ISA_AVX2 : 0;
+    switch (isa) {
+    case TSAR_ISA_AVX2: return __builtin_cpu_supports("avx2");
+    case TSAR_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    case TSAR_ISA_AVXVNNI: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+    default: return 0;
+    }
+}
+
+/* Levels in the order "auto" prefers them (AVX-VNNI and AVX-512 are not nested: Zen 4 has
+ * AVX-512 without AVX-VNNI, Gracemont AVX-VNNI without AVX-512). */
+static const int PREFERENCE[] = {TSAR_ISA_AVX512, TSAR_ISA_AVXVNNI, TSAR_ISA_AVX2};
+
+int tsar_cpu_isa(void) {
+    for (int i = 0; i < 3; i++)
+        if (cpu_has(PREFERENCE[i])) return PREFERENCE[i];
+    return 0;
 }
 
 int tsar_kernel_isa(int kernel, int isa) {
-    if (kernel < 0 || kernel >= TSAR_NKERNELS || isa < 0 || isa > TSAR_ISA_AVX512) return -1;
-    const int cpu = tsar_cpu_isa();
+    if (kernel < 0 || kernel >= TSAR_NKERNELS || isa < 0 || isa >= TSAR_NISAS) return -1;
     if (isa == TSAR_ISA_AUTO) {
-        for (int i = cpu; i >= TSAR_ISA_AVX2; i--)
-            if (KERNELS[kernel]->rows[i]) return i;
+        for (int i = 0; i < 3; i++)
+            if (cpu_has(PREFERENCE[i]) && KERNELS[kernel]->rows[PREFERENCE[i]]) return PREFERENCE[i];
         return -1;
     }
-    return (isa <= cpu && KERNELS[kernel]->rows[isa]) ? isa : -1;
+    return (cpu_has(isa) && KERNELS[kernel]->rows[isa]) ? isa : -1;
 }
 
 typedef struct {

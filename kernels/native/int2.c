@@ -116,9 +116,8 @@ AVXVNNI_TARGET static inline __attribute__((always_inline)) void block_avxvnni(
     }
 }
 
-/* Weight-block-outer, tokens inner, in pairs (as the AVX2 GEMV path). The simulator library
- * exposes it (tsar_sim_int2_avxvnni_*); the native dispatch has no AVX-VNNI level yet. */
-AVXVNNI_TARGET __attribute__((unused)) static void rows_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
+/* Weight-block-outer, tokens inner, in pairs (as the AVX2 GEMV path), for every N. */
+AVXVNNI_TARGET static void rows_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
     const int kq = s->w->k / 4;
     for (int mb = m0 / 32; mb < m1 / 32; mb++) {
         const uint8_t *wb = s->w->w + (size_t)mb * kq * 32;
@@ -321,7 +320,8 @@ AVX512_TARGET static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, 
 
 #ifndef TSAR_SIM
 const tsar_kernel tsar_kernel_int2 = {
-    .row_unit = 32, .prep_size = prep_size, .prep = prep, .rows = {NULL, rows_avx2, rows_avx512},
+    .row_unit = 32, .prep_size = prep_size, .prep = prep,
+    .rows = {[TSAR_ISA_AVX2] = rows_avx2, [TSAR_ISA_AVX512] = rows_avx512, [TSAR_ISA_AVXVNNI] = rows_avxvnni},
     .check = check};
 #else
 TSAR_SIM_SUM_GEMV(int2)

@@ -30,6 +30,15 @@ def test_format_table_shows_bw_only_for_dram():
     assert rows[2][col].strip() == "-" and float(rows[3][col]) == pytest.approx(43.7, abs=0.1)
 
 
+def test_format_table_warns_of_dram_rows_above_the_bandwidth():
+    ok = bench.Result(bench.Case("int2", 1, 2560, 2560, 1, "dram"), "avx512", 1e-4, 1638400, 30e9)
+    cached = bench.Result(bench.Case("dense", 1, 2560, 2560, 1, "dram"), "avx512", 1e-4, 2560 * 2560, 30e9)
+    assert "warning" not in bench.format_table({1: 30e9}, [ok])
+    last = bench.format_table({1: 30e9}, [ok, cached]).splitlines()[-1]
+    assert last.startswith("warning: 1 dram row(s) faster than the measured streaming bandwidth "
+                           "(dense 218 %)")
+
+
 @pytest.mark.parametrize("nbytes", [1, 1000, 1 << 20, 3 << 20, 8 << 20, 33 << 20, 200 << 20])
 @pytest.mark.parametrize("llc", [1 << 20, 32 << 20, 96 << 20])
 def test_dram_rotation_exceeds_four_times_the_last_level_cache(nbytes, llc):

@@ -12,7 +12,7 @@ from tsar.kernels.registry import KERNELS
 NAME = "bench-native"
 HELP = f"benchmark the native ternary baseline kernels ({', '.join(KERNELS)})"
 
-SIMD_CHOICES = ("auto", "avx2", "avx512")
+SIMD_CHOICES = ("auto", "all", "avx2", "avxvnni", "avx512")
 """``--simd`` values: the keys of :data:`tsar.kernels.baselines.ISAS` (not imported here: that loads
 the native kernels)."""
 
@@ -29,8 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "bandwidth) is shown for dram only")
     parser.add_argument("--repeats", type=int, default=50, help="timed calls per case (default 50)")
     parser.add_argument("--simd", default="auto", choices=SIMD_CHOICES,
-                        help="the kernels' instruction set: auto (the best the CPU runs, default), avx2, "
-                             "avx512 (the global --isa FILE registers T-SAR variants instead)")
+                        help="the kernels' instruction set: auto (the best the CPU runs, default), all "
+                             "(every level each kernel has a build of that the CPU runs), avx2, avxvnni "
+                             "(the VEX vpdpbusd), avx512 (the global --isa FILE registers T-SAR variants "
+                             "instead)")
     parser.add_argument("--quick", action="store_true", help="one layer, fewer repeats")
     parser.add_argument("--json", action="store_true", help="print the results as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="print the results as CSV")
@@ -66,13 +68,20 @@ def run(args: argparse.Namespace) -> int:
                  for (n, m, kk) in shapes for w in where]
     else:
         cases = [c for c in bench.default_cases(kernels, threads, args.quick) if c.where in where]
+    if args.simd == "all":
+        from dataclasses import replace
+
+        from tsar.kernels.baselines import kernel_isas
+
+        cases = [replace(c, isa=isa) for c in cases for isa in kernel_isas(c.kernel)]
     repeats = min(args.repeats, 10) if args.quick else args.repeats
     threads_used = sorted({c.threads for c in cases})
     console.progress(f"measuring the streaming-read bandwidth ({', '.join(map(str, threads_used))} "
                      "thread(s))")
     try:
         bw = bench.measure_bandwidths(threads_used)
-        bw, results = bench.run(cases, repeats, args.simd, console.Steps(len(cases)), bandwidth=bw)
+        simd = "auto" if args.simd == "all" else args.simd
+        bw, results = bench.run(cases, repeats, simd, console.Steps(len(cases)), bandwidth=bw)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     console.progress("measuring the int8 multiply-add peak of one core (for % peak)")
