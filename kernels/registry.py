@@ -86,6 +86,22 @@ SIM_ISAS: dict[str, tuple[str, ...]] = {
 running one natively needs (``AVX512_TARGET`` in ``native/common.h``)."""
 
 
+def native_label(name: str, isa: str = "avx2") -> str:
+    """How a native kernel at an ISA level is named in comparisons and validation: the name for
+    its AVX2 build, ``name-<isa>`` for another (``int2-avx512``, ``int2-avxvnni``)."""
+    return name if isa == "avx2" else f"{name}-{isa}"
+
+
+def split_native_label(label: str) -> tuple[str, str]:
+    """``(name, isa)`` of a :func:`native_label`; KeyError for a kernel or level the simulator
+    library does not build."""
+    name, _, isa = label.partition("-")
+    isa = isa or "avx2"
+    if name not in NATIVE_KERNELS or isa not in NATIVE_KERNELS[name].sim_isas:
+        raise KeyError(f"no simulator build of native kernel {label!r}")
+    return name, isa
+
+
 def sim_entry(name: str, isa: str = "avx2") -> str:
     """The stem of a kernel's simulator entry points at ``isa`` (``tsar_sim_<stem>_gemv``)."""
     if isa not in NATIVE_KERNELS[name].sim_isas:
@@ -99,6 +115,10 @@ SIM_LIBRARY = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.simula
 """Every kernel with entry points in the simulator library."""
 SIMULATED = tuple(name for name in SIM_LIBRARY if NATIVE_KERNELS[name].modelled)
 """The simulated baselines that compare and validate-model model on other platforms."""
+SIMULATED_VARIANTS = tuple(native_label(name, isa) for name in SIMULATED
+                           for isa in NATIVE_KERNELS[name].sim_isas if isa != "avx2")
+"""Their builds at other ISA levels (``int2-avxvnni``, ``int2-avx512``): modelled where a
+platform's cores execute the level, measured where the host does."""
 SIMULATED_PUBLIC = tuple(name for name in SIM_LIBRARY if not NATIVE_KERNELS[name].modelled)
 """The public ternary formats: simulated (exact, counted), not modelled as baselines yet."""
 COMPARED = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.compared)

@@ -31,16 +31,28 @@ from tsar.console import Steps
 from tsar.errors import UserError
 from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
-from tsar.kernels.registry import COMPARED
+from tsar.kernels.registry import COMPARED, SIM_ISAS, native_label, split_native_label
 from tsar.kernels.tsar_plan import kernel_names
 from tsar.simulate.counts import announced
-from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS
+from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS, NATIVE_SIM_VARIANTS
 
 BASELINE = "tl2"
+ISA_NAMES = {"avx2": "AVX2", "avxvnni": "AVX-VNNI", "avx512": "AVX-512 VNNI"}
+"""How tables name the natives' ISA levels."""
+
+
+def native_kernels(isa: Sequence[str]) -> tuple[str, ...]:
+    """The simulated natives a platform whose cores execute ``isa`` (``/proc/cpuinfo`` flags; empty:
+    undeclared, AVX2 only) is compared with: every AVX2 build, and the builds at other levels whose
+    flags it has (:data:`tsar.kernels.registry.SIM_ISAS`)."""
+    have = set(isa)
+    return NATIVE_SIM_KERNELS + tuple(
+        k for k in NATIVE_SIM_VARIANTS if have and set(SIM_ISAS[split_native_label(k)[1]]) <= have)
 MEASURED_NATIVE = COMPARED
 MODELLED = "modelled"
 MEASURED = "measured"
 CLOCK = "(core clock)"
+CLOCK512 = "(core clock, 512-bit code)"
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,7 @@ class Row:
     measured: float | None = None     # on this host: natively, or through the proxy engine (T-SAR)
     spread: float | None = None       # measured: (max - min) / median of the per-round fastest calls
     how_measured: str = ""            # "native" or "proxy"
+    isa: str = ""                     # a native's ISA level (avx2, avxvnni, avx512); "" for T-SAR
 
     @property
     def seconds(self) -> float:
@@ -126,7 +139,7 @@ class Comparison(Tabular):
                         "gops_modelled": r.gops(self.N, self.M, self.K, MODELLED),
                         "gops_measured": r.gops(self.N, self.M, self.K, MEASURED),
                         "bytes_per_token": r.bytes_per_token, "bits_per_weight": r.bits_per_weight,
-                        "bound": r.bound, "N": self.N, "M": self.M, "K": self.K,
+                        "bound": r.bound, "isa": r.isa or None, "N": self.N, "M": self.M, "K": self.K,
                         "platform": self.platform, "threads": self.threads})
         return out
 
@@ -162,10 +175,10 @@ class Comparison(Tabular):
                          f"{r.bits_per_weight:6.2f}  {r.bound}")
         lines += self.summary()
         if meas:
-            lines.append("measured: n = native AVX2 build (whole call timed in C), p = T-SAR through "
-                         "the proxy engine (whole call, T-SAR instructions as the model's uops); all kernels "
-                         "alternating round by round, median over rounds of each round's fastest call, "
-                         "spread = (max - min) / median of those")
+            lines.append("measured: n = native build at the row's ISA (whole call timed in C), p = T-SAR "
+                         "through the proxy engine (whole call, T-SAR instructions as the model's uops); all "
+                         "kernels alternating round by round, median over rounds of each round's fastest "
+                         "call, spread = (max - min) / median of those")
         lines.append("modelled: simulated counts + timing model; ±error: "
                      + (self.error_source or "no validated model error available ('tsar validate-model')"))
         lines += [f"not measured: {kernel} ({why})" for kernel, why in self.skipped]
@@ -181,7 +194,8 @@ class Comparison(Tabular):
             if t is None or n is None or not base:
                 continue
             out.append(f"best T-SAR {label}: {t.kernel} {base / t.time(how):.2f}x TL2, "  # type: ignore[operator]
-                       f"{n.time(how) / t.time(how):.2f}x the best native kernel ({n.kernel})")  # type: ignore[operator]
+                       f"{n.time(how) / t.time(how):.2f}x the best native kernel "  # type: ignore[operator]
+                       f"({n.kernel}, {ISA_NAMES.get(n.isa, n.isa)})")
         return out
 
 
@@ -206,33 +220,36 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
     plat = platform_named(platform)
     measured = platform == "host"
     errors = load()
-    step = Steps(len(tsar_kernels) + len(NATIVE_SIM_KERNELS) + measured, progress or (lambda _m: None))
+    natives = native_kernels(plat.core.isa)
+    step = Steps(len(tsar_kernels) + len(natives) + measured, progress or (lambda _m: None))
     rows: dict[str, Row] = {}
     counts = {}
 
     def error(kernel: str) -> float | None:
         return errors.error(kernel, N) if errors else None
 
-    families = [(kernel, "T-SAR") for kernel in tsar_kernels] + [(k, "native") for k in NATIVE_SIM_KERNELS]
+    families = [(kernel, "T-SAR") for kernel in tsar_kernels] + [(k, "native") for k in natives]
     # the first count that is not cached simulates every kernel's missing runs, in parallel
-    with announced(compare_requests(N, M, K, tsar_kernels)):
+    with announced(compare_requests(N, M, K, tsar_kernels, natives)):
         for kernel, family in families:
             step(f"{plat.name}: simulating {'native ' * (family == 'native')}{kernel} {M} x {K}")
             c = counts[kernel] = counts_for(kernel, N, M, K)
             # on the host the time is modelled once measured (at the clock the measurements ran at)
             seconds, bound = (None, "") if measured else modelled(c, plat, N, threads)
             rows[kernel] = Row(kernel, family, seconds, c.bytes_moved / c.tokens,
-                               8.0 * c.weight_bytes / (M * K), bound, error(kernel))
+                               8.0 * c.weight_bytes / (M * K), bound, error(kernel),
+                               isa=split_native_label(kernel)[1] if family == "native" else "")
     skipped: list[tuple[str, str]] = []
     if measured:
         from dataclasses import replace
 
         step(f"{plat.name}: measuring {N} x {M} x {K}, natives and T-SAR proxies alternating")
-        skipped, ghz = _measure(rows, N, M, K, threads, tsar_kernels, repeats)
+        skipped, ghz, ratio = _measure(rows, N, M, K, threads, tsar_kernels, repeats, natives)
         if ghz is not None:
             from tsar.estimate.host import with_clock
 
             plat = with_clock(plat, ghz)
+            plat = replace(plat, core=replace(plat.core, avx512_clock_ratio=ratio))
         for kernel, c in counts.items():
             seconds, bound = modelled(c, plat, N, threads)
             rows[kernel] = replace(rows[kernel], modelled=seconds, bound=bound)
@@ -244,31 +261,38 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
                       errors.describe() if errors else "")
 
 
-def compare_requests(N: int, M: int, K: int, tsar_kernels: Sequence[str] | None = None
-                     ) -> list[tuple[str, int, int, int]]:
+def compare_requests(N: int, M: int, K: int, tsar_kernels: Sequence[str] | None = None,
+                     natives: Sequence[str] = NATIVE_SIM_KERNELS) -> list[tuple[str, int, int, int]]:
     """The simulated counts :func:`compare` reads (for :func:`tsar.simulate.counts.announced`)."""
-    kernels = (*(kernel_names() if tsar_kernels is None else tsar_kernels), *NATIVE_SIM_KERNELS)
+    kernels = (*(kernel_names() if tsar_kernels is None else tsar_kernels), *natives)
     return [counts_request(kernel, N, M, K) for kernel in kernels]
 
 
 def _measure(rows: dict[str, Row], N: int, M: int, K: int, threads: int,
-             tsar_kernels: Sequence[str], repeats: int) -> tuple[list[tuple[str, str]], float | None]:
-    """Measure natives and (one thread) T-SAR proxies alternating, and the core clock in the same
-    rounds; fill ``rows`` in place. Returns the skipped kernels and the clock (GHz, or None)."""
+             tsar_kernels: Sequence[str], repeats: int,
+             natives: Sequence[str] = ()) -> tuple[list[tuple[str, str]], float | None, float]:
+    """Measure natives and (one thread) T-SAR proxies alternating, and the core clock (and the clock
+    beside heavy 512-bit code) in the same rounds; fill ``rows`` in place. Returns the skipped
+    kernels, the clock (GHz, or None) and the AVX-512 clock ratio (1.0 where not measured)."""
     from dataclasses import replace
 
     from tsar.estimate.host import clock_timer, interleaved, native_timer, proxy_timer
 
     timers, how, skipped = {}, {}, []
-    for kernel in MEASURED_NATIVE:
-        try:
-            timers[kernel], nbytes = native_timer(kernel, N, M, K, threads)
-        except ValueError as exc:  # the format's block size does not divide this shape
-            skipped.append((kernel, str(exc)))
-            continue
-        how[kernel] = "native"
-        if kernel not in rows:
-            rows[kernel] = Row(kernel, "native", None, None, 8.0 * nbytes / (M * K))
+    from tsar.kernels.baselines import kernel_isas
+
+    # every compared native at every ISA level this CPU runs (the simulated ones are in rows already)
+    for name in MEASURED_NATIVE:
+        for isa in kernel_isas(name):
+            kernel = native_label(name, isa)
+            try:
+                timers[kernel], nbytes = native_timer(name, N, M, K, threads, isa=isa)
+            except ValueError as exc:  # the format's block size does not divide this shape
+                skipped.append((kernel, str(exc)))
+                continue
+            how[kernel] = "native"
+            if kernel not in rows:
+                rows[kernel] = Row(kernel, "native", None, None, 8.0 * nbytes / (M * K), isa=isa)
     if threads == 1:
         for kernel in tsar_kernels:
             timers[kernel], how[kernel] = proxy_timer(kernel, N, M, K), "proxy"
@@ -280,8 +304,13 @@ def _measure(rows: dict[str, Row], N: int, M: int, K: int, threads: int,
     clock = clock_timer()
     if clock is not None:
         timers[CLOCK], counts[CLOCK] = clock[0], 10
+    clock512 = clock_timer(avx512=True) if clock is not None else None
+    if clock512 is not None:
+        timers[CLOCK512], counts[CLOCK512] = clock512[0], 10
     measured = interleaved(timers, rounds, counts)
     ghz = clock[1] / measured.pop(CLOCK).seconds / 1e9 if clock is not None else None
+    ratio = (min(1.0, clock512[1] / measured.pop(CLOCK512).seconds / 1e9 / ghz)
+             if clock512 is not None and ghz else 1.0)
     for kernel, m in measured.items():
         rows[kernel] = replace(rows[kernel], measured=m.seconds, spread=m.spread, how_measured=how[kernel])
-    return skipped, ghz
+    return skipped, ghz, ratio

@@ -349,10 +349,13 @@ def _us(seconds: float | None) -> str:
     return f"{us:,.0f} us" if us >= 100 else f"{us:.1f} us" if us >= 10 else f"{us:.2f} us"
 
 
-def _x(ratio: float | None, rel_error: float | None = None) -> str:
-    """A ratio, with its error bar (``rel_error``: relative) where known."""
+def _x(ratio: float | None, rel_error: float | None = None, bar: bool = False) -> str:
+    """A ratio, with its error bar (``rel_error``: relative) where known; with ``bar``, an unknown
+    one is shown as ``± ?`` (a kernel whose model error was never validated)."""
     if ratio is None:
         return "-"
+    if rel_error is None and bar:
+        return f"{ratio:.2f}x ± ?"
     return f"{ratio:.2f}x" + (f" ± {ratio * rel_error:.2f}" if rel_error else "")
 
 
@@ -490,8 +493,8 @@ def _answer_table(rows: Sequence[Answer]) -> str:
         mine = [a for a in rows if a.phase == phase]
         if not mine:
             continue
-        body = [[a.platform, a.how, a.shape, a.tsar, _x(a.over_tl2, a.tl2_error), a.native,
-                 _x(a.over_native, a.native_error)] for a in mine]
+        body = [[a.platform, a.how, a.shape, a.tsar, _x(a.over_tl2, a.tl2_error, bar=True), a.native,
+                 _x(a.over_native, a.native_error, bar=True)] for a in mine]
         out.append(_table(title, ["platform", "timed", "layer NxMxK", "best T-SAR", "vs TL2",
                                   "best native", "vs best native"], body, names=(0, 1, 2, 3, 5)))
     return "".join(out)
@@ -524,8 +527,8 @@ def _kernel_table(phase: str, platform: str, comps: Sequence[Comparison], how: s
                + ("measured / measured" if how == MEASURED else "modelled / modelled") + ")")
     note = ""
     if how == MEASURED:
-        note = ("±: half the spread of the per-round fastest calls; natives in their AVX2 builds, T-SAR "
-                "through the proxy engine (one thread)")
+        note = ("±: half the spread of the per-round fastest calls; natives in the build of each row's "
+                "ISA, T-SAR through the proxy engine (one thread)")
     skipped = dict.fromkeys(f"{k} ({why})" for c in comps for k, why in c.skipped)
     if skipped and how == MEASURED:
         note += "; not measured: " + html.escape("; ".join(skipped))

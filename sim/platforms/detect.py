@@ -20,6 +20,7 @@ import os
 import re
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +62,32 @@ _AMD: dict[int, tuple[tuple[range, str, bool, str], ...]] = {
 }
 
 
-def uarch_for_cpu(vendor: str, family: int, model: int, stepping: int = 0) -> tuple[str, bool, str]:
+_LACKS: dict[str, frozenset[str]] = {
+    name: frozenset({"avx512_fp16", "amx_tile", "avx_vnni"}) | extra for name, extra in (
+        ("skylakex", frozenset({"avx512_vnni", "avx512_bf16"})), ("cascadelake", frozenset()),
+        ("icelake", frozenset({"avx512_bf16"})), ("tigerlake", frozenset({"avx512_bf16"})),
+        ("rocketlake", frozenset({"avx512_bf16"})))}
+"""Flags the cores of these data sets never report (Intel ISE / ARK: AVX512_FP16 and AMX came with
+Sapphire Rapids, AVX-VNNI with Alder Lake, AVX512_BF16 with Cooper Lake): a CPU that reports the
+data set's model number and one of them is a virtual CPU whose model number was masked."""
+
+
+def uarch_for_cpu(vendor: str, family: int, model: int, stepping: int = 0,
+                  flags: frozenset[str] | set[str] = frozenset()) -> tuple[str, bool, str]:
     """(data set, is_proxy, note) for a CPU identified by CPUID vendor, display family, display
     model and stepping (Skylake-SP and Cascade Lake share model 85: stepping >= 5 is Cascade
-    Lake). Unknown CPUs get the data set of their vendor's newest core, flagged as a proxy."""
+    Lake). Unknown CPUs get the data set of their vendor's newest core, flagged as a proxy; so
+    does a CPU whose ``flags`` show features its model's core lacks (:data:`_LACKS`: a hypervisor
+    reporting another model number)."""
+    name, proxy, note = _uarch_by_model(vendor, family, model, stepping)
+    newer = sorted(set(flags) & _LACKS.get(name, frozenset()))
+    if newer:
+        return ("alderlakep", True, f"CPUID model {model} ({note}) with {', '.join(newer)}, which that "
+                "core lacks: a virtual CPU with a masked model number; Golden Cove data as proxy")
+    return name, proxy, note
+
+
+def _uarch_by_model(vendor: str, family: int, model: int, stepping: int) -> tuple[str, bool, str]:
     if vendor == "GenuineIntel" and family == 6:
         if model == 85:
             if stepping >= 10:
@@ -93,6 +116,47 @@ def _cpuinfo() -> dict[str, str]:
     except OSError:
         pass
     return info
+
+
+@dataclass(frozen=True)
+class CpuIdentity:
+    """The host CPU as CPUID shows it: vendor, display family, model and stepping, and the
+    model name (``/proc/cpuinfo`` of the first processor)."""
+
+    vendor: str
+    family: int
+    model: int
+    stepping: int
+    name: str
+
+    @property
+    def key(self) -> str:
+        """``GenuineIntel-06-a7-1``: the file-name key of tables measured on this CPU."""
+        return f"{self.vendor or 'unknown'}-{self.family:02x}-{self.model:02x}-{self.stepping:x}"
+
+
+def cpu_identity() -> CpuIdentity:
+    """The host's :class:`CpuIdentity` (zeros and empty strings where ``/proc/cpuinfo`` says nothing)."""
+    info = _cpuinfo()
+
+    def number(key: str) -> int:
+        text = info.get(key, "")
+        return int(text) if text.isdigit() else 0
+
+    return CpuIdentity(info.get("vendor_id", ""), number("cpu family"), number("model"), number("stepping"),
+                       info.get("model name", ""))
+
+
+def measured_uarch(ident: CpuIdentity, proxy_note: str) -> tuple[str, str] | None:
+    """(table path, note) of a table measured on this very CPU by ``tsar uarch measure`` (in the
+    cache, keyed by :attr:`CpuIdentity.key`), or None. Used in place of a proxy table."""
+    from tsar.sim.uarch.measured import cached_table
+
+    path = cached_table(ident.key)
+    if path is None:
+        return None
+    return str(path), (f"measured on this CPU by `tsar uarch measure` ({path}); forms it did not "
+                       f"measure, uop counts and core widths from its base table ({proxy_note})")
 
 
 def cpu_flags() -> frozenset[str]:
@@ -153,14 +217,17 @@ def _threads_per_core() -> int:
 
 
 # --- measurement ----------------------------------------------------------------------------------
-def measure_frequency_ghz(lib: Any, iterations: int = 1_000_000, trials: int = 9) -> float:
+def measure_frequency_ghz(lib: Any, iterations: int = 1_000_000, trials: int = 9,
+                          avx512: bool = False) -> float:
     """Core clock from 8*iterations dependent adds (1 cycle each), best of ``trials`` short runs
-    (GHz); short runs and the maximum make it robust to time-slicing on a loaded machine."""
+    (GHz); short runs and the maximum make it robust to time-slicing on a loaded machine. With
+    ``avx512``, the clock beside heavy 512-bit code (``tsar_chain512``; a CPU with AVX512BW only)."""
+    chain = lib.tsar_chain512 if avx512 else lib.tsar_chain
     best = 0.0
-    lib.tsar_chain(iterations // 10)
+    chain(iterations // 10)
     for _ in range(trials):
         t0 = time.perf_counter()
-        lib.tsar_chain(iterations)
+        chain(iterations)
         dt = time.perf_counter() - t0
         best = max(best, 8 * iterations / dt / 1e9)
     return best
@@ -286,10 +353,12 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
     if not refresh and measure in _HOST:
         return _HOST[measure]
     info = _cpuinfo()
-    vendor = info.get("vendor_id", "")
-    family, model = int(info.get("cpu family", "0") or 0), int(info.get("model", "0") or 0)
-    stepping = int(info.get("stepping", "0") or 0) if info.get("stepping", "").isdigit() else 0
-    uarch, proxy, note = uarch_for_cpu(vendor, family, model, stepping)
+    ident = cpu_identity()
+    vendor, family, model = ident.vendor, ident.family, ident.model
+    uarch, proxy, note = uarch_for_cpu(vendor, family, model, ident.stepping, cpu_flags())
+    measured_table = measured_uarch(ident, note) if proxy else None
+    if measured_table is not None:  # no published table for this core: the one measured on it
+        (uarch, note), proxy = measured_table, False
     flags = set(info.get("flags", "").split())
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     tpc = _threads_per_core()
@@ -299,6 +368,7 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
     measured: dict[str, Any] = {"cpu": info.get("model name", ""), "vendor": vendor, "family": family,
                                 "model": model, "cpuinfo_mhz": mhz}
     freq = mhz / 1000 if mhz else 2.0
+    avx512_ratio = 1.0
     bufs = probe_buffers([(c["name"], c["size"]) for c in caches])
     e2e_gbs: dict[str, float] = {}
     if measure:
@@ -311,6 +381,10 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
             # more likely to run undisturbed than a few 3 ms ones
             freq = measure_frequency_ghz(probes[1], iterations=50_000, trials=300)
             measured["frequency_ghz_measured"] = round(freq, 3)
+            if "avx512bw" in flags:  # Intel lowers the clock under heavy 512-bit code
+                ghz512 = measure_frequency_ghz(probes[1], iterations=50_000, trials=300, avx512=True)
+                avx512_ratio = min(1.0, ghz512 / freq)
+                measured["avx512_clock_ratio"] = round(avx512_ratio, 3)
             for name, size in bufs.items():
                 e2e_gbs[name] = measure_read_gbs(probes, size, 1 if name == "DRAM" else 1e8,
                                                  5 if name == "DRAM" else 7)
@@ -354,7 +428,7 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
         core=Core(model=info.get("model name", "unknown"), cores=cores, threads_per_core=tpc,
                   frequency_ghz=round(freq, 3), uarch=uarch, uarch_proxy=proxy, uarch_note=note,
                   vector_bits=vector_bits, vector_alu_ports=0, issue_width=None,
-                  isa=tuple(f for f in VECTOR_ISA_FLAGS if f in flags)),
+                  isa=tuple(f for f in VECTOR_ISA_FLAGS if f in flags), avx512_clock_ratio=avx512_ratio),
         l1i_size=_l1i_size(), caches=levels,
         dram=Dram(type="unknown", channels=None, channel_bits=None, transfer_rate_mts=None,
                   peak_gbs=None, sustained_gbs=round(sustained, 2),

@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tsar.sim.uarch import build
+from tsar.sim.uarch.agreement import within
 from tsar.sim.uarch.build import Row
 from tsar.sim.uarch.cores import CoreDescription, core_description
 from tsar.sim.uarch.ports import add_usage, format_usage
@@ -414,7 +415,7 @@ def agreement(rows: dict[tuple[str, tuple[str, ...]], Row], other: list[Row],
               if not any(build.is_memory(o) for o in k[1]) and table[k].recip_throughput]
 
     def near(a: float | None, b: float | None) -> bool:
-        return a is not None and b is not None and abs(a - b) <= tol * max(a, b, 0.25)
+        return within(a, b, tol, 0.25 * tol)
 
     tp = sum(1 for m, o in common if near(m.recip_throughput, o.recip_throughput))
     lat = [(m, o) for m, o in common if m.latency is not None and o.latency is not None]

@@ -5,11 +5,16 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 import math
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
+from tsar.common.errors import UserError
+from tsar.common.files import read_text
 from tsar.sim.uarch.cores import CoreDescription, core_description
 from tsar.sim.uarch.ports import add_usage, parse_usage
 
@@ -90,9 +95,10 @@ def is_memory_kind(kind: str) -> bool:
 class Uarch:
     """One microarchitecture's instruction table plus its :class:`CoreDescription`."""
 
-    def __init__(self, name: str, rows: dict[tuple[str, tuple[str, ...]], InstrTiming]) -> None:
+    def __init__(self, name: str, rows: dict[tuple[str, tuple[str, ...]], InstrTiming],
+                 core: CoreDescription | None = None) -> None:
         self.name = name
-        self.core: CoreDescription = core_description(name)
+        self.core: CoreDescription = core or core_description(name)
         self._rows = rows
         self._by_mnemonic: dict[str, list[tuple[str, ...]]] = {}
         for mn, ops in rows:
@@ -205,18 +211,76 @@ def _num(text: str) -> float | None:
     return float(text) if text else None
 
 
+class UarchTableError(UserError, KeyError):
+    """A table file that cannot be used (unreadable, malformed, unknown base table)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+REQUIRED_COLUMNS = ("mnemonic", "operands", "latency", "latency_max", "recip_throughput", "uops", "ports",
+                    "ports_source")
+"""Columns every table has (``data/README.md``); ``family``, ``source`` and ``notes`` are optional."""
+
+
+def parse_table(text: str, where: str = "<table>") -> dict[tuple[str, tuple[str, ...]], InstrTiming]:
+    """The rows of a table in the CSV format of ``data/README.md``, keyed by (mnemonic, operand
+    kinds). ``notes`` (optional column): ``; ``-separated remarks, kept in :attr:`InstrTiming.notes`."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise UarchTableError(f"{where}: not an instruction table (missing column(s) {', '.join(missing)})")
+    rows: dict[tuple[str, tuple[str, ...]], InstrTiming] = {}
+    for line, rec in enumerate(reader, start=2):
+        try:
+            ops = tuple(rec["operands"].split())
+            rows[(rec["mnemonic"], ops)] = InstrTiming(
+                latency=_num(rec["latency"]), latency_max=_num(rec["latency_max"]),
+                recip_throughput=_num(rec["recip_throughput"]), uops=float(rec["uops"]),
+                ports=parse_usage(rec["ports"]), mnemonic=rec["mnemonic"], operands=ops,
+                ports_source=rec["ports_source"], data_source=rec.get("source") or "",
+                notes=tuple(n for n in (rec.get("notes") or "").split("; ") if n))
+        except (TypeError, ValueError) as exc:
+            raise UarchTableError(f"{where}: line {line}: {exc}") from None
+    return rows
+
+
+def table_meta(path: Path) -> dict:
+    """The side file of a table file (``X.csv`` -> ``X.json``; empty where there is none): what
+    the table was measured on, and ``base``, the shipped table it completes."""
+    side = path.with_suffix(".json")
+    if not side.is_file():
+        return {}
+    try:
+        meta = json.loads(read_text(side, "a table's side file (.json)"))
+    except json.JSONDecodeError as exc:
+        raise UarchTableError(f"{side}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    return meta if isinstance(meta, dict) else {}
+
+
+def load_table(path: str | os.PathLike[str], base: str | None = None) -> Uarch:
+    """A table from a file (e.g. one ``tsar uarch measure`` wrote). Its rows are laid over those of
+    the shipped table ``base`` (default: the side file's ``base``), whose core description (widths,
+    port groups) it takes."""
+    path = Path(path)
+    rows = parse_table(read_text(path, "an instruction table (.csv)"), str(path))
+    meta = table_meta(path)
+    base = base or meta.get("base")
+    if base is None:
+        raise UarchTableError(f"{path}: no base table (name one, or give the table a side file "
+                              f"{path.with_suffix('.json').name} with a \"base\" entry)")
+    if base not in UARCH_NAMES:
+        raise UarchTableError(f"{path}: unknown base table {base!r} (known: {', '.join(UARCH_NAMES)})")
+    return Uarch(str(path), {**load(base)._rows, **rows}, core_description(base))
+
+
 @cache
 def load(name: str) -> Uarch:
-    """The shipped table of microarchitecture ``name`` (one of :data:`UARCH_NAMES`)."""
+    """The shipped table of microarchitecture ``name`` (one of :data:`UARCH_NAMES`), or, for a
+    path to a ``.csv`` file, :func:`load_table` of it."""
     if name not in UARCH_NAMES:
+        if name.endswith(".csv") or os.sep in name:
+            return load_table(name)
         raise KeyError(f"unknown microarchitecture {name!r} (known: {', '.join(UARCH_NAMES)})")
     text = resources.files(__package__).joinpath(f"data/{name}.csv").read_text()
-    rows: dict[tuple[str, tuple[str, ...]], InstrTiming] = {}
-    for rec in csv.DictReader(io.StringIO(text)):
-        ops = tuple(rec["operands"].split())
-        rows[(rec["mnemonic"], ops)] = InstrTiming(
-            latency=_num(rec["latency"]), latency_max=_num(rec["latency_max"]),
-            recip_throughput=_num(rec["recip_throughput"]), uops=float(rec["uops"]),
-            ports=parse_usage(rec["ports"]), mnemonic=rec["mnemonic"], operands=ops,
-            ports_source=rec["ports_source"], data_source=rec.get("source") or "")
-    return Uarch(name, rows)
+    return Uarch(name, parse_table(text, f"data/{name}.csv"))

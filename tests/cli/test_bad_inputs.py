@@ -36,6 +36,12 @@ CASES = [
     (["asm", "{d}/badtsar.s"], "badtsar.s:2: error"),
     (["asm", "{d}/badlabel.s"], "badlabel.s:2"),
     (["asm", "{d}/bin.s"], "not UTF-8"),
+    # uarch measure (each refused before anything is measured)
+    (["uarch", "measure", "--compare", "zen9"], "--compare 'zen9': unknown table"),
+    (["uarch", "measure", "--forms", "nosuchmnemonic"], "matches no supported form"),
+    (["uarch", "measure", "--trials", "0"], "--trials: expected an integer >= 1"),
+    (["uarch", "measure", "--quick", "--out", "{d}"], "is a directory"),
+    (["uarch", "measure", "--quick", "--out", "{d}/table.txt"], "is a .csv file"),
     # disassembler
     (["disasm", "--hex", "c4 e8 7"], "even number of hex digits"),
     (["disasm", "--hex", "zz"], "hex"),

@@ -107,11 +107,17 @@ EXTREMES = [(127, 1), (-127, 1), (127, -1), (-127, -1)]
 
 def test_public_formats_are_simulated_not_compared():
     from tsar.kernels.registry import NATIVE_KERNELS
-    from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS, PUBLIC_FORMAT_SIM_KERNELS, SIM_KERNELS
+    from tsar.simulate.native_kernel import (
+        NATIVE_SIM_KERNELS,
+        NATIVE_SIM_VARIANTS,
+        PUBLIC_FORMAT_SIM_KERNELS,
+        SIM_KERNELS,
+    )
 
     assert NATIVE_SIM_KERNELS == ("tl2", "tl1", "i2s", "int2")
+    assert NATIVE_SIM_VARIANTS == ("int2-avxvnni", "int2-avx512")
     assert sorted(PUBLIC_FORMAT_SIM_KERNELS) == sorted(PUBLIC)
-    assert set(SIM_KERNELS) == set(NATIVE_SIM_KERNELS) | set(PUBLIC)
+    assert set(SIM_KERNELS) == set(NATIVE_SIM_KERNELS) | set(NATIVE_SIM_VARIANTS) | set(PUBLIC)
     assert {NATIVE_KERNELS[k].c_source for k in PUBLIC} == {"tq.c", "iqbn.c"}
     assert simbuild.SOURCES.count("tq.c") == simbuild.SOURCES.count("iqbn.c") == 1
 

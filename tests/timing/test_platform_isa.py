@@ -61,14 +61,14 @@ def test_unknown_extension_in_a_platform_file_is_named() -> None:
 
 
 def test_validation_variants_follow_the_host_flags() -> None:
-    from tsar.kernels.registry import SIM_ISAS
-    from tsar.validation.validate import host_isas, variant_label
+    from tsar.kernels.registry import SIM_ISAS, native_label
+    from tsar.validation.validate import host_isas
 
     avx512 = set(SIM_ISAS["avx512"]) | set(SIM_ISAS["avx2"])
     assert host_isas("int2", avx512) == ("avx2", "avx512")
     assert host_isas("int2", set(SIM_ISAS["avx2"])) == ("avx2",)
     assert host_isas("tl2", avx512) == ("avx2",)
-    assert (variant_label("int2", "avx2"), variant_label("int2", "avx512")) == ("int2", "int2-avx512")
+    assert (native_label("int2", "avx2"), native_label("int2", "avx512")) == ("int2", "int2-avx512")
 
 
 def test_avx512_clock_ratio_slows_512_bit_code_only() -> None:

@@ -150,3 +150,15 @@ def test_read_bandwidths_rederive_the_ecm_terms() -> None:
     per_byte = sum(1 / c.bandwidth for c in q.caches) + hz / (q.dram.per_core_gbs * 1e9)
     assert per_byte == pytest.approx(hz / 10e9, rel=1e-2)
     assert [c.bandwidth for c in q.caches] == pytest.approx([c.bandwidth for c in p.caches], rel=1e-2)
+
+
+def test_masked_model_number_is_a_proxy() -> None:
+    """A virtual CPU reporting Rocket Lake's model number with Sapphire Rapids' features is not a
+    Cypress Cove: Golden Cove data as a proxy (so a table measured on it is used instead)."""
+    from tsar.sim.platforms.detect import uarch_for_cpu
+
+    flags = frozenset({"avx2", "avx512_fp16", "amx_tile"})
+    name, proxy, note = uarch_for_cpu("GenuineIntel", 6, 167, 1, flags)
+    assert (name, proxy) == ("alderlakep", True) and "amx_tile, avx512_fp16" in note and "masked" in note
+    plain = frozenset({"avx2", "avx512f"})
+    assert uarch_for_cpu("GenuineIntel", 6, 167, 1, plain)[:2] == ("rocketlake", False)

@@ -161,10 +161,15 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nm")
 @pytest.mark.native
 @needs_gcc
 def test_validation_tiny_shape_table():
-    from tsar.validation.validate import TINY_SHAPES, TSAR_GEMM_KERNELS, TSAR_KERNELS, validate
-
     from tsar.sim.platforms.detect import cpu_flags
-    from tsar.validation.validate import KERNELS, host_isas
+    from tsar.validation.validate import (
+        KERNELS,
+        TINY_SHAPES,
+        TSAR_GEMM_KERNELS,
+        TSAR_KERNELS,
+        host_isas,
+        validate,
+    )
 
     v = validate(shapes=TINY_SHAPES, dram=False, calls=10, rounds=2)
     natives = sum(len(host_isas(k, cpu_flags())) for k in KERNELS)

@@ -238,7 +238,7 @@ def _below(target: int, period: int, least: int = 1) -> Iterator[tuple[int, int]
 def _native_bases(run: Run) -> Iterator[Basis]:
     """A native core's work grows identically per token (group), row block and column block
     (:mod:`tsar.simulate.native_kernel`); the GEMM entry for more than one token."""
-    from tsar.simulate.native_kernel import GEMM_MIN_TOKENS, K_PERIODS, TOKEN_GROUPS, row_period
+    from tsar.simulate.native_kernel import GEMM_MIN_TOKENS, TOKEN_GROUPS, k_period, row_period
 
     if run.tokens > 1:
         period = TOKEN_GROUPS.get(run.kernel, 1)
@@ -251,7 +251,7 @@ def _native_bases(run: Run) -> Iterator[Basis]:
         if row_period(run.kernel, m) == period:
             yield Basis.affine("M", run.at(m, run.K, run.tokens), run.at(m + period, run.K, run.tokens), t)
         break
-    period = K_PERIODS[run.kernel]
+    period = k_period(run.kernel)
     for k, t in _below(run.K, period, period):  # at least one whole block
         yield Basis.affine("K", run.at(run.M, k, run.tokens), run.at(run.M, k + period, run.tokens), t)
         break

@@ -1,4 +1,5 @@
-"""Run the native baselines' AVX2 integer GEMV cores in the functional simulator.
+"""Run the native baselines' integer cores (AVX2 builds, and other ISA levels where the simulator
+library has them) in the functional simulator.
 
 The same C source that runs natively (:mod:`tsar.kernels.baselines`) is compiled without libc
 (:func:`tsar.kernels.simbuild.build_sim_library`) and executed here, so its instruction mix and its
@@ -17,14 +18,23 @@ import numpy as np
 
 from tsar.errors import UserError
 from tsar.kernels import reference, simbuild
-from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED, SIMULATED_PUBLIC, sim_entry
+from tsar.kernels.registry import (
+    NATIVE_KERNELS,
+    SIMULATED,
+    SIMULATED_PUBLIC,
+    SIMULATED_VARIANTS,
+    sim_entry,
+    split_native_label,
+)
 from tsar.sim import Machine, Stats, create_machine
 
 NATIVE_SIM_KERNELS = SIMULATED
 """The simulated baselines that compare models on other platforms (tl2, tl1, i2s, int2)."""
 PUBLIC_FORMAT_SIM_KERNELS = SIMULATED_PUBLIC
 """The public ternary formats (tq1_0, tq2_0, iq1_bn, iq2_bn): simulated and counted, not compared yet."""
-SIM_KERNELS = NATIVE_SIM_KERNELS + PUBLIC_FORMAT_SIM_KERNELS
+NATIVE_SIM_VARIANTS = SIMULATED_VARIANTS
+"""Their builds at other ISA levels, named ``<kernel>-<isa>`` (``int2-avx512``, ``int2-avxvnni``)."""
+SIM_KERNELS = NATIVE_SIM_KERNELS + NATIVE_SIM_VARIANTS + PUBLIC_FORMAT_SIM_KERNELS
 """Every kernel :func:`simulate_native` and :func:`tsar.simulate.counts.simulated_counts` accept."""
 
 
@@ -67,9 +77,14 @@ def executed_region(machine: Machine, stats: Stats) -> tuple[bytes, int]:
     return machine.mem.read(lo, hi - lo), lo
 
 
+def base_kernel(kernel: str) -> str:
+    """The native kernel a label names (``int2-avx512`` -> ``int2``: one weight format)."""
+    return split_native_label(kernel)[0]
+
+
 def pack_native(kernel: str, w: np.ndarray):
     """``w`` (int8 ``M x K`` ternary) in ``kernel``'s weight format (``.data`` holds the bytes)."""
-    return NATIVE_KERNELS[kernel].packer.pack(w)
+    return NATIVE_KERNELS[base_kernel(kernel)].packer.pack(w)
 
 
 @cache
@@ -79,9 +94,11 @@ def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
     return int(pack_native(kernel, np.zeros((M, K), np.int8)).data.nbytes)
 
 
-TOKEN_GROUPS = {"int2": 4, "tq1_0": 4, "tq2_0": 4, "iq1_bn": 4, "iq2_bn": 4}
-"""Tokens the GEMM rows loops take together (``ternary_rows.h``'s ``TR_TOKENS``, int2's GEMM groups):
-``n`` and ``n + group`` tokens differ by one group's work. The others loop over single tokens."""
+TOKEN_GROUPS = {"int2": 4, "int2-avx512": 3, "int2-avxvnni": 2, "tq1_0": 4, "tq2_0": 4, "iq1_bn": 4,
+                "iq2_bn": 4}
+"""Tokens the GEMM rows loops take together (``ternary_rows.h``'s ``TR_TOKENS``, int2's GEMM groups,
+its AVX-512 rows' token triples and AVX-VNNI rows' pairs): ``n`` and ``n + group`` tokens differ by
+one group's work. The others loop over single tokens."""
 GEMM_MIN_TOKENS = {"int2": 4}
 """Fewest tokens of the GEMM rows loop (int2's ``GEMM_MIN_N``; fewer take its token-pair loop)."""
 K_PERIODS = {"tl2": 96, "tl1": 128, "i2s": 1024, "int2": 128, "tq1_0": 1536, "tq2_0": 2048,
@@ -99,7 +116,12 @@ def row_period(kernel: str, M: int) -> int:
     (``bm``, as the packer chooses it for M), else 32 (int2's row blocks, a multiple of the others')."""
     from tsar.kernels.formats.tl2 import default_bm
 
-    return default_bm(M) if NATIVE_KERNELS[kernel].blocked else 32
+    return default_bm(M) if NATIVE_KERNELS[base_kernel(kernel)].blocked else 32
+
+
+def k_period(kernel: str) -> int:
+    """:data:`K_PERIODS` of the kernel a label names (a multiple of every ISA level's step)."""
+    return K_PERIODS[base_kernel(kernel)]
 
 
 def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
@@ -113,6 +135,9 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
     of the kernel's ``sim_isas``: e.g. int2's AVX-512 VNNI rows)."""
     if kernel not in SIM_KERNELS:
         raise UserError(f"no simulator build of {kernel!r} (have {', '.join(SIM_KERNELS)})")
+    label = kernel
+    kernel, level = split_native_label(label)
+    isa = level if isa == "avx2" else isa
     if isa not in NATIVE_KERNELS[kernel].sim_isas:
         raise UserError(f"{kernel} has no {isa} build in the simulator library "
                         f"(it has: {', '.join(NATIVE_KERNELS[kernel].sim_isas)})")
@@ -157,4 +182,4 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
     stats = machine.stats
     code, address = executed_region(machine, stats)
     exact = bool(np.array_equal(out, reference.ternary_matmul(w, a)))
-    return NativeSimRun(kernel, M, K, stats, code, address, exact, int(packed.data.nbytes))
+    return NativeSimRun(label, M, K, stats, code, address, exact, int(packed.data.nbytes))

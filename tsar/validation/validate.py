@@ -53,7 +53,14 @@ import numpy as np
 from tsar.console import Steps
 from tsar.frames import Tabular
 from tsar.isa.config import PAPER_CONFIGS
-from tsar.kernels.registry import NATIVE_KERNELS, SIM_ISAS, SIMULATED, sim_entry
+from tsar.kernels.registry import (
+    NATIVE_KERNELS,
+    SIM_ISAS,
+    SIMULATED,
+    native_label,
+    sim_entry,
+    split_native_label,
+)
 from tsar.kernels.tsar_plan import KERNEL_PREFIX, kernel_name, parse_kernel_name
 from tsar.models import BITNET_2B_LAYERS, PREFILL_TOKENS
 from tsar.sim.timing.predict import Prediction, cache_traffic, predict
@@ -72,12 +79,6 @@ GEMM_TOKENS = PREFILL_TOKENS
 TSAR_GEMM_KERNELS = tuple(kernel_name(cfg, "ap-tokens") for cfg in PAPER_CONFIGS)
 """Token-blocked T-SAR dataflows validated on GEMM through the proxy engine."""
 DATA = ("cache", "DRAM", "GEMM")
-
-
-def variant_label(name: str, isa: str) -> str:
-    """A native case's kernel label: the name for the AVX2 rows, ``name-<isa>`` for another level
-    (``int2-avx512``)."""
-    return name if isa == "avx2" else f"{name}-{isa}"
 
 
 def host_isas(name: str, flags: frozenset[str] | set[str]) -> tuple[str, ...]:
@@ -161,10 +162,11 @@ class Validation(Tabular):
         base = {(c.kernel, c.N, c.M, c.K, c.variant): c for c in self.cases}
         out = []
         for c in self.cases:
-            name, _, isa = c.kernel.partition("-")
-            if not isa or name not in NATIVE_KERNELS:
+            try:
+                name, isa = split_native_label(c.kernel)
+            except KeyError:  # a T-SAR kernel
                 continue
-            twin = base.get((name, c.N, c.M, c.K, c.variant))
+            twin = base.get((name, c.N, c.M, c.K, c.variant)) if isa != "avx2" else None
             if twin is not None:
                 out.append((twin, c, twin.predicted / c.predicted, twin.measured / c.measured))
         return out
@@ -342,7 +344,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     overhead = call_overhead()
     say = progress or (lambda _m: None)
     variants_of = {name: host_isas(name, cpu_flags()) if on_host else ("avx2",) for name in kernels}
-    skipped = sorted({f"{variant_label(n, i)}" for n in kernels for i in NATIVE_KERNELS[n].sim_isas
+    skipped = sorted({f"{native_label(n, i)}" for n in kernels for i in NATIVE_KERNELS[n].sim_isas
                       if i not in variants_of[n]})
     if skipped:
         notes.append(f"not validated: {', '.join(skipped)} (the host lacks the ISA to run it natively)")
@@ -353,7 +355,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     gemm_calls = max(3, calls // 5)
     for M, K in shapes:
         for name, isa in natives:
-            label = variant_label(name, isa)
+            label = native_label(name, isa)
             kern = _make(lib, name, M, K, isa=isa)
             fn = getattr(lib, f"tsar_sim_{kern.stem}_gemv")
             fn.restype = ctypes.c_int
