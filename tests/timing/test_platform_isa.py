@@ -99,3 +99,16 @@ def test_avx512_clock_ratio_must_be_a_fraction() -> None:
              "dram": {"type": "DDR5", "per_core_gbs": 10.0}}
     with pytest.raises(PlatformError, match=r"x.toml: core.avx512_clock_ratio: must be in \(0, 1\]"):
         platform_from_dict(table, "x.toml")
+
+
+def test_validation_reports_its_targets() -> None:
+    from tsar.validation.validate import TARGETS, Case, Validation
+
+    def case(kernel: str, predicted: float, measured: float) -> Case:
+        return Case(kernel, 64, 384, "cache", 1, predicted, measured, None)
+
+    v = Validation((case("int2", 1.0, 1.0), case("int2-avx512", 0.5, 0.6)), "host", 4.0)
+    targets = {what.split()[0]: (ok, got) for what, ok, got in v.targets()}
+    assert TARGETS == {"cache": 7.0, "overall": 12.0, "isa_speedup": 10.0}
+    assert targets["in"] == (False, "8.3 %") and targets["ISA"] == (False, "0 of 1")
+    assert "targets: in cache <= 7 % missed (8.3 %)" in v.table()

@@ -79,6 +79,9 @@ GEMM_TOKENS = PREFILL_TOKENS
 TSAR_GEMM_KERNELS = tuple(kernel_name(cfg, "ap-tokens") for cfg in PAPER_CONFIGS)
 """Token-blocked T-SAR dataflows validated on GEMM through the proxy engine."""
 DATA = ("cache", "DRAM", "GEMM")
+TARGETS = {"cache": 7.0, "overall": 12.0, "isa_speedup": 10.0}
+"""The model's accuracy targets on the host (percent): MAPE in cache and over all cases, and each
+ISA speedup (an AVX-512 or AVX-VNNI build over its AVX2 build) predicted within this much."""
 
 
 def host_isas(name: str, flags: frozenset[str] | set[str]) -> tuple[str, ...]:
@@ -192,7 +195,25 @@ class Validation(Tabular):
         parts = [f"{v} {self.mape_of(v):.1f} %" for v in DATA if any(c.data == v for c in self.cases)]
         rows.append(f"MAPE {self.mape:.1f} % over {len(self.cases)} cases ({', '.join(parts)}; "
                     f"platform {self.platform}, {self.frequency_ghz:g} GHz)")
+        rows.append("targets: " + "; ".join(
+            f"{what} {'met' if ok else 'missed'} ({got})" for what, ok, got in self.targets()))
         return "\n".join(rows)
+
+    def targets(self) -> list[tuple[str, bool, str]]:
+        """``(target, met, figure)`` for :data:`TARGETS` (a target without cases is left out)."""
+        out = []
+        if any(c.data == "cache" for c in self.cases):
+            got = self.mape_of("cache")
+            out.append((f"in cache <= {TARGETS['cache']:g} %", got <= TARGETS["cache"], f"{got:.1f} %"))
+        if self.cases:
+            out.append((f"overall <= {TARGETS['overall']:g} %", self.mape <= TARGETS["overall"],
+                        f"{self.mape:.1f} %"))
+        speedups = self.isa_speedups()
+        if speedups:
+            within = sum(abs(p / m - 1) * 100 <= TARGETS["isa_speedup"] for _, _, p, m in speedups)
+            out.append((f"ISA speedups within {TARGETS['isa_speedup']:g} %", within == len(speedups),
+                        f"{within} of {len(speedups)}"))
+        return out
 
 
 # --- kernel calls ----------------------------------------------------------------------------------

@@ -131,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
                      "measured_s": c.measured, "spread": c.spread, "error": c.error,
                      "bound": c.bound} for c in result.cases],
              bias_by_family=result.bias(), error_by_family=result.family_error(),
+             isa_speedups=[{"kernel": c.kernel, "over": t.kernel, "M": c.M, "K": c.K, "variant": c.variant,
+                            "predicted": p, "measured": m} for t, c, p, m in result.isa_speedups()],
+             targets=[{"target": what, "met": ok, "figure": got} for what, ok, got in result.targets()],
              error_table=table_of(result))
         return 1 if args.target is not None and not result.mape <= args.target else 0
     if args.loops:
