@@ -31,23 +31,14 @@ from tsar.console import Steps
 from tsar.errors import UserError
 from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
-from tsar.kernels.registry import COMPARED, SIM_ISAS, native_label, split_native_label
+from tsar.kernels.registry import COMPARED, native_label, split_native_label
 from tsar.kernels.tsar_plan import kernel_names
 from tsar.simulate.counts import announced
-from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS, NATIVE_SIM_VARIANTS
+from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS, natives_for
 
 BASELINE = "tl2"
 ISA_NAMES = {"avx2": "AVX2", "avxvnni": "AVX-VNNI", "avx512": "AVX-512 VNNI"}
 """How tables name the natives' ISA levels."""
-
-
-def native_kernels(isa: Sequence[str]) -> tuple[str, ...]:
-    """The simulated natives a platform whose cores execute ``isa`` (``/proc/cpuinfo`` flags; empty:
-    undeclared, AVX2 only) is compared with: every AVX2 build, and the builds at other levels whose
-    flags it has (:data:`tsar.kernels.registry.SIM_ISAS`)."""
-    have = set(isa)
-    return NATIVE_SIM_KERNELS + tuple(
-        k for k in NATIVE_SIM_VARIANTS if have and set(SIM_ISAS[split_native_label(k)[1]]) <= have)
 MEASURED_NATIVE = COMPARED
 MODELLED = "modelled"
 MEASURED = "measured"
@@ -220,7 +211,7 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
     plat = platform_named(platform)
     measured = platform == "host"
     errors = load()
-    natives = native_kernels(plat.core.isa)
+    natives = natives_for(plat.core.isa)
     step = Steps(len(tsar_kernels) + len(natives) + measured, progress or (lambda _m: None))
     rows: dict[str, Row] = {}
     counts = {}

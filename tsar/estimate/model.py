@@ -1,4 +1,5 @@
-"""Whole-model estimates: decode tokens/s and prefill latency, T-SAR against TL2, per platform.
+"""Whole-model estimates: decode tokens/s and prefill latency, T-SAR against TL2 and against the
+best native kernel of the platform's ISA, per platform.
 
 Only the BitLinear matrices are counted (QKV, O, gate, up, down of every layer; attention scores,
 norms, embeddings and the LM head are left out, for both sides alike). Each distinct matrix shape is
@@ -7,7 +8,10 @@ takes the fastest of its kernels per layer, as the paper's framework selects a d
 Decode is modelled from one simulated token; prefill (``PREFILL_TOKENS`` tokens) from one simulated
 block of tokens through the GEMM kernels on both sides (T-SAR's token-blocked dataflows, TL2's
 token-blocked rows loop), per-token dataflows from one token. Threads default to the platform's
-(the paper's 16 / 8 / 4; every hardware thread on the host).
+(the paper's 16 / 8 / 4; every hardware thread on the host). The natives
+(:func:`tsar.simulate.native_kernel.natives_for` the platform's ISA: the AVX2 builds, and the
+AVX-VNNI / AVX-512 ones where its cores execute them) are timed the same way; a runtime runs one
+weight format for the whole model, so the best native is the one fastest over all its layers.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from tsar.kernels.tsar_plan import kernel_names
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
 from tsar.sim.platforms import Platform
 from tsar.simulate.counts import announced, simulated_counts
+from tsar.simulate.native_kernel import natives_for
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class LayerEstimate:
     tsar_prefill_seconds: float  # prefill, per token
     tl2_prefill_seconds: float   # prefill, per token
     tsar_prefill_kernel: str = ""
+    natives: tuple[tuple[str, float, float], ...] = ()  # (kernel, decode s, prefill s per token)
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,25 @@ class ModelEstimate(Tabular):
                  "decode_speedup": self.decode_tsar_tps / self.decode_tl2_tps,
                  "prefill_tsar_s": self.prefill_seconds("tsar"), "prefill_tl2_s": self.prefill_seconds("tl2"),
                  "prefill_speedup": self.prefill_seconds("tl2") / self.prefill_seconds("tsar"),
+                 "decode_native_kernel": self.best_native("decode")[0],
+                 "decode_native_tok_s": self.best_native("decode")[1],
+                 "decode_speedup_native": self.decode_tsar_tps / self.best_native("decode")[1],
+                 "prefill_native_kernel": self.best_native("prefill")[0],
+                 "prefill_native_s": self.best_native("prefill")[1],
+                 "prefill_speedup_native": self.best_native("prefill")[1] / self.prefill_seconds("tsar"),
                  "paper_tok_s": self.reported_tps()}]
+
+    def best_native(self, phase: str) -> tuple[str, float]:
+        """The native kernel fastest over the whole model in ``phase`` (``decode``: tokens/s;
+        ``prefill``: seconds for ``PREFILL_TOKENS`` tokens) and that figure."""
+        column = 1 if phase == "decode" else 2
+        totals: dict[str, float] = {}
+        for e in self.per_layer:
+            for native in e.natives:
+                totals[native[0]] = totals.get(native[0], 0.0) + native[column]
+        kernel = min(totals, key=totals.__getitem__)
+        total = self.layers * totals[kernel]
+        return (kernel, 1.0 / total) if phase == "decode" else (kernel, total * PREFILL_TOKENS)
 
     def reported_tps(self) -> float | None:
         for r in TABLE_III:
@@ -88,27 +112,33 @@ def evaluate(model: str, platform: str | Platform, *, threads: int | None = None
     plat = platform_named(platform) if isinstance(platform, str) else platform
     threads = threads or plat.threads
     step = Steps(len(cfg.gemv_shapes()), progress or (lambda _m: None))
-    with announced(model_requests(cfg.name, tsar_kernels)):  # simulated in parallel when first missed
-        estimates = [_layer(cfg, shape, plat, threads, tsar_kernels, step) for shape in cfg.gemv_shapes()]
+    natives = natives_for(plat.core.isa)
+    # the first count that is not cached simulates every missing one, in parallel
+    with announced(model_requests(cfg.name, tsar_kernels, natives)):
+        estimates = [_layer(cfg, shape, plat, threads, tsar_kernels, step, natives)
+                     for shape in cfg.gemv_shapes()]
     name = platform if isinstance(platform, str) else plat.name
     return ModelEstimate(cfg.name, name, threads, cfg.layers, tuple(estimates))
 
 
-def model_requests(model: str, tsar_kernels: Sequence[str] | None = None) -> list[tuple[str, int, int, int]]:
+def model_requests(model: str, tsar_kernels: Sequence[str] | None = None,
+                   natives: Sequence[str] = ("tl2",)) -> list[tuple[str, int, int, int]]:
     """The counts :func:`evaluate` reads (:func:`tsar.simulate.counts.announced`)."""
-    kernels = (*(kernel_names() if tsar_kernels is None else tsar_kernels), "tl2")
+    kernels = (*(kernel_names() if tsar_kernels is None else tsar_kernels), "tl2",
+               *(k for k in natives if k != "tl2"))
     return [request for shape in get_model(model).gemv_shapes() for kernel in kernels
             for request in ((kernel, shape.m, shape.k, 1),
                             counts_request(kernel, PREFILL_TOKENS, shape.m, shape.k))]
 
 
 def _layer(cfg, shape: LinearShape, plat: Platform, threads: int, tsar_kernels: Sequence[str],
-           step: Callable[[str], None]) -> LayerEstimate:
-    """One matrix's decode and prefill times, T-SAR's fastest kernel for each and TL2's."""
+           step: Callable[[str], None], natives: Sequence[str] = ("tl2",)) -> LayerEstimate:
+    """One matrix's decode and prefill times, T-SAR's fastest kernel for each, TL2's and every
+    native's of ``natives``."""
     step(f"{plat.name}: {cfg.name} {shape.name} {shape.m} x {shape.k} (every kernel simulated once, "
          "then cached)")
     decode, prefill = {}, {}
-    for kernel in (*tsar_kernels, "tl2"):
+    for kernel in dict.fromkeys((*tsar_kernels, "tl2", *natives)):
         c = simulated_counts(kernel, shape.m, shape.k)
         model_bytes = cfg.linear_weights * c.weight_bytes / (shape.m * shape.k)
         decode[kernel] = modelled(c, plat, 1, threads, weight_footprint=model_bytes)[0]
@@ -118,18 +148,24 @@ def _layer(cfg, shape: LinearShape, plat: Platform, threads: int, tsar_kernels: 
     best = min(tsar_kernels, key=decode.get)
     best_prefill = min(tsar_kernels, key=prefill.get)
     return LayerEstimate(shape, best, decode[best], decode["tl2"], prefill[best_prefill],
-                         prefill["tl2"], best_prefill)
+                         prefill["tl2"], best_prefill,
+                         tuple((k, decode[k], prefill[k]) for k in dict.fromkeys(("tl2", *natives))))
 
 
 def format_estimates(results: Sequence[ModelEstimate]) -> str:
-    cols = (f"{'model':14} {'platform':12} {'thr':>3} {'decode tok/s T-SAR':>19} {'TL2':>8} "
-            f"{'speedup':>8} {'prefill s T-SAR':>16} {'TL2':>8} {'speedup':>8} {'paper tok/s':>12}")
+    cols = (f"{'model':18} {'platform':12} {'thr':>3} {'decode tok/s T-SAR':>19} {'TL2':>8} "
+            f"{'speedup':>8} {'best native':>24} {'vs it':>7} {'prefill s T-SAR':>16} {'TL2':>8} "
+            f"{'speedup':>8} {'best native':>24} {'vs it':>7} {'paper tok/s':>12}")
     lines = [cols, "-" * len(cols)]
     for r in results:
         paper = r.reported_tps()
+        dk, dn = r.best_native("decode")
+        pk, pn = r.best_native("prefill")
         lines.append(
-            f"{r.model:14} {r.platform:12} {r.threads:3d} {r.decode_tsar_tps:19.1f} {r.decode_tl2_tps:8.1f} "
-            f"{r.decode_tsar_tps / r.decode_tl2_tps:7.2f}x {r.prefill_seconds('tsar'):16.3f} "
-            f"{r.prefill_seconds('tl2'):8.3f} {r.prefill_seconds('tl2') / r.prefill_seconds('tsar'):7.2f}x "
-            f"{paper if paper is not None else '-':>12}")
+            f"{r.model:18} {r.platform:12} {r.threads:3d} {r.decode_tsar_tps:19.1f} {r.decode_tl2_tps:8.1f} "
+            f"{r.decode_tsar_tps / r.decode_tl2_tps:7.2f}x {f'{dn:.1f} {dk}':>24} "
+            f"{r.decode_tsar_tps / dn:6.2f}x "
+            f"{r.prefill_seconds('tsar'):16.3f} {r.prefill_seconds('tl2'):8.3f} "
+            f"{r.prefill_seconds('tl2') / r.prefill_seconds('tsar'):7.2f}x {f'{pn:.3f} {pk}':>24} "
+            f"{pn / r.prefill_seconds('tsar'):6.2f}x {paper if paper is not None else '-':>12}")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from tsar.errors import UserError
 from tsar.kernels import reference, simbuild
 from tsar.kernels.registry import (
     NATIVE_KERNELS,
+    SIM_ISAS,
     SIMULATED,
     SIMULATED_PUBLIC,
     SIMULATED_VARIANTS,
@@ -36,6 +37,15 @@ NATIVE_SIM_VARIANTS = SIMULATED_VARIANTS
 """Their builds at other ISA levels, named ``<kernel>-<isa>`` (``int2-avx512``, ``int2-avxvnni``)."""
 SIM_KERNELS = NATIVE_SIM_KERNELS + NATIVE_SIM_VARIANTS + PUBLIC_FORMAT_SIM_KERNELS
 """Every kernel :func:`simulate_native` and :func:`tsar.simulate.counts.simulated_counts` accept."""
+
+
+def natives_for(isa: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The simulated natives a platform whose cores execute ``isa`` (``/proc/cpuinfo`` flags; empty:
+    undeclared, AVX2 only) is compared with: every AVX2 build, and the builds at other levels whose
+    flags it has (:data:`tsar.kernels.registry.SIM_ISAS`)."""
+    have = set(isa)
+    return NATIVE_SIM_KERNELS + tuple(
+        k for k in NATIVE_SIM_VARIANTS if have and set(SIM_ISAS[split_native_label(k)[1]]) <= have)
 
 
 @dataclass

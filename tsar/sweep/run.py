@@ -52,11 +52,14 @@ DESIGN_COLUMNS = tuple(f.name for f in fields(TsarConfig) if f.name not in ("nam
 """A variant's design point: its configuration's fields but the name (the ``variant`` column) and
 the encoding slot (which changes no result)."""
 COLUMNS = ("variant", *DESIGN_COLUMNS, "bits_per_weight", "model", "platform", "threads", "phase",
-           "tsar_kernel", "tsar", "tl2", "unit", "speedup", "area_nand2", "area_overhead_pct")
+           "tsar_kernel", "tsar", "tl2", "unit", "speedup", "native_kernel", "native", "speedup_native",
+           "area_nand2", "area_overhead_pct")
 _INT_COLUMNS = (*(f.name for f in fields(TsarConfig) if f.type in (int, "int")), "threads")
 """The tidy table's columns: one row per (variant, model, platform, threads, phase). ``tsar`` and
 ``tl2``: decode tokens/s or prefill seconds (128 tokens), per ``unit``; ``speedup`` > 1 when T-SAR
-wins; ``area_*`` empty when the RTL does not implement the variant."""
+wins; ``native_kernel``, ``native``, ``speedup_native``: the best native kernel of the platform's
+ISA over the whole model, its figure and T-SAR's speedup over it; ``area_*`` empty when the RTL does
+not implement the variant."""
 
 
 @dataclass(frozen=True)
@@ -179,13 +182,18 @@ def run_job(job: Job) -> list[dict]:
             "bits_per_weight": cfg.bits_per_weight, "model": job.model, "platform": job.platform,
             "threads": est.threads}
     decode_kernels = sorted({e.tsar_kernel for e in est.per_layer})
+    native_decode, native_prefill = est.best_native("decode"), est.best_native("prefill")
     prefill_kernels = sorted({e.tsar_prefill_kernel for e in est.per_layer})
     return [
         {**base, "phase": "decode", "tsar_kernel": "+".join(decode_kernels), "tsar": est.decode_tsar_tps,
-         "tl2": est.decode_tl2_tps, "unit": "tok/s", "speedup": est.decode_tsar_tps / est.decode_tl2_tps},
+         "tl2": est.decode_tl2_tps, "unit": "tok/s", "speedup": est.decode_tsar_tps / est.decode_tl2_tps,
+         "native_kernel": native_decode[0], "native": native_decode[1],
+         "speedup_native": est.decode_tsar_tps / native_decode[1]},
         {**base, "phase": "prefill", "tsar_kernel": "+".join(prefill_kernels),
          "tsar": est.prefill_seconds("tsar"), "tl2": est.prefill_seconds("tl2"), "unit": "s",
-         "speedup": est.prefill_seconds("tl2") / est.prefill_seconds("tsar")},
+         "speedup": est.prefill_seconds("tl2") / est.prefill_seconds("tsar"),
+         "native_kernel": native_prefill[0], "native": native_prefill[1],
+         "speedup_native": native_prefill[1] / est.prefill_seconds("tsar")},
     ]
 
 
