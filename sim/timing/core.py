@@ -28,7 +28,8 @@ Method (steady state, per loop iteration; all results in core cycles):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from tsar.sim.timing.ports import port_bound
 from tsar.sim.timing.profile import InstructionForm, LoopProfile
@@ -100,10 +101,18 @@ def core_bound(profile: LoopProfile, uarch: Uarch, *, issue_width: float | None 
 
     ``issue_width`` overrides the machine's rename width (e.g. a platform whose core is wider
     than its proxy data set). With ``strict=False`` forms without data are skipped and listed in
-    ``missing`` instead of raising :class:`UarchDataMissing`.
+    ``missing`` instead of raising :class:`UarchDataMissing`. The per-iteration bound depends on
+    the body and its per-iteration weights only: it is computed once per (body, core, width) in a
+    process (a layer modelled on several platforms, thread counts and models meets the same loops).
     """
+    bound = _per_iteration(tuple(profile.per_iteration()), uarch, issue_width, strict)
+    return replace(bound, iterations=profile.iterations)
+
+
+@lru_cache(maxsize=16384)
+def _per_iteration(body: tuple[tuple[InstructionForm, float], ...], uarch: Uarch,
+                   issue_width: float | None, strict: bool) -> CoreBound:
     width = float(issue_width or uarch.core.issue_width)
-    body = profile.per_iteration()
     timed: list[tuple[InstructionForm, float, InstrTiming]] = []
     missing: list[str] = []
     for form, weight in body:
@@ -137,7 +146,7 @@ def core_bound(profile: LoopProfile, uarch: Uarch, *, issue_width: float | None 
     return CoreBound(
         cycles=max(parts.values()), port_cycles=port_cycles, frontend_cycles=frontend,
         branch_cycles=branch, dependency_cycles=dep, bottleneck=bottleneck, port_loads=loads,
-        uops=uops, dependency_registers=regs, iterations=profile.iterations, timings=tuple(timed),
+        uops=uops, dependency_registers=regs, iterations=1.0, timings=tuple(timed),
         missing=tuple(missing),
         fallbacks=tuple(f"{f.label}: {t.source}" for f, _, t in timed if t.source != "exact"),
         fused_pairs=len(fused))
