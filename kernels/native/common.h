@@ -59,6 +59,16 @@ extern const tsar_kernel tsar_kernel_tl2, tsar_kernel_tl1, tsar_kernel_i2s, tsar
 
 static inline size_t tsar_round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+/* acc + the dword dot products of u's unsigned bytes with s's signed bytes: the VEX vpdpbusd ymm
+ * of AVX-VNNI (_mm256_dpbusd_avx_epi32) with its accumulator tied in place. gcc 12 copies the
+ * builtin's accumulator through another register at each use (and spills when a loop carries
+ * many), which makes the front end, not the multiply ports, the limit; s may be folded from
+ * memory. Only for code that runs where AVX-VNNI does (AVXVNNI_TARGET functions). */
+static inline __attribute__((always_inline)) __m256i tsar_dpbusd_avx(__m256i acc, __m256i u, __m256i s) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(s));
+    return acc;
+}
+
 static inline int32_t tsar_hsum_epi32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));

@@ -1,7 +1,8 @@
 /* Dense int8 GEMV/GEMM: weights int8 (M, K) row-major with |w| <= 64, per-row sums in aux.
  * Activations are offset to u8 (a + 128) once per token, so pmaddubsw / vpdpbusd take them as the
  * unsigned operand; the result is sum((a + 128) * w) - 128 * rowsum(w). AVX2 accumulates int16 pair
- * sums for 'bk' steps (chosen at pack time so that bk * 2 * 255 * max|w| <= 32767), then widens. */
+ * sums for 'bk' steps (chosen at pack time so that bk * 2 * 255 * max|w| <= 32767), then widens;
+ * AVX-VNNI and AVX-512 VNNI accumulate int32 with vpdpbusd (bk unused). */
 #include "common.h"
 
 /* GEMV one row at a time: interleaved row streams defeat the hardware prefetcher from DRAM. */
@@ -224,6 +225,121 @@ static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     else gemv_avx2(s, out, m0, m1);
 }
 
+/* AVX-VNNI (VEX vpdpbusd ymm): the AVX2 structure (GEMV a row at a time; GEMM in 6 x 2 tiles) with
+ * each vpmaddubsw + vpaddw pair and its int16 window replaced by one vpdpbusd into int32, offset
+ * activations as the unsigned operand and weights as the signed one. vpdpbusd has a latency of
+ * ~5 cycles and issues two a cycle, so a single chain per row would run at a tenth of its rate: the
+ * GEMV spreads each row over VNNI_CHAINS accumulators (consecutive 32-column steps in turn), the
+ * GEMM tile's twelve (row, token) chains are independent already. */
+#define VNNI_CHAINS 8
+
+AVXVNNI_TARGET static void gemv_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    const tsar_weights *w = s->w;
+    const size_t K = (size_t)w->k;
+    const int steps = w->k / 32;   /* even: k is a multiple of 64 */
+    for (int r = m0; r < m1; r++) {
+        const uint8_t *wr = w->w + (size_t)r * K;
+        for (int t = 0; t < s->n; t++) {
+            const uint8_t *u = s->prep + s->prep_stride * t;
+            __m256i acc[VNNI_CHAINS];
+            for (int i = 0; i < VNNI_CHAINS; i++) acc[i] = _mm256_setzero_si256();
+            int j = 0;
+            for (; j + VNNI_CHAINS <= steps; j += VNNI_CHAINS)
+                for (int i = 0; i < VNNI_CHAINS; i++)
+                    acc[i] = tsar_dpbusd_avx(
+                        acc[i], _mm256_load_si256((const __m256i *)(u + 32 * (j + i))),
+                        _mm256_loadu_si256((const __m256i *)(wr + 32 * (j + i))));
+            for (; j < steps; j += 2)
+                for (int i = 0; i < 2; i++)
+                    acc[i] = tsar_dpbusd_avx(
+                        acc[i], _mm256_load_si256((const __m256i *)(u + 32 * (j + i))),
+                        _mm256_loadu_si256((const __m256i *)(wr + 32 * (j + i))));
+            for (int i = VNNI_CHAINS / 2; i >= 1; i /= 2)
+                for (int q = 0; q < i; q++) acc[q] = _mm256_add_epi32(acc[q], acc[q + i]);
+            out[(size_t)t * w->m + r] = tsar_hsum_epi32(acc[0]) - 128 * w->aux[r];
+        }
+    }
+}
+
+/* 6 rows x 2 tokens over K, in assembly as the AVX2 tile (from C, gcc 12 copies the builtin's twelve
+ * accumulators through other registers and the stack every step; with tsar_dpbusd_avx it still
+ * loads each weight vector twice and copies one sum): ymm0-11 = int32 sums of row i, token u at
+ * 2 i + u, twelve independent vpdpbusd chains, each updated once in the six cycles of a step's
+ * twelve (latency ~5); ymm12-13 = offset activations; ymm14 = weights. Per 32 columns: 8 loads,
+ * 12 vpdpbusd and the fused add + jnz (21 macro-ops against the AVX2 tile's 33). The sums go to
+ * acc[0..12) (acc[12..16) zeroed for the second 8-way sum). */
+#define DENSE_VNNI_ROW6(I, A, B)                                                                   \
+    "vmovdqu (%[w" #I "],%[j]), %%ymm14\n\t"                                                       \
+    "%{vex%} vpdpbusd %%ymm14, %%ymm12, %%ymm" #A "\n\t"                                           \
+    "%{vex%} vpdpbusd %%ymm14, %%ymm13, %%ymm" #B "\n\t"
+#define DENSE_VNNI_STORE(R, OFF) "vmovdqu %%ymm" #R ", " #OFF "(%[acc])\n\t"
+AVXVNNI_TARGET static void tile6x2_avxvnni(const uint8_t *const w[6], const uint8_t *x0, const uint8_t *x1,
+                                           long steps, __m256i acc[16]) {
+    const long jend = 32 * steps;
+    long j = -jend;   /* to 0 over pointers advanced by jend: add + jnz close the loop */
+    __asm__ volatile(
+        TSAR_ASM_ZERO_YMM0_7
+        "vpxor %%xmm8, %%xmm8, %%xmm8\n\t" "vpxor %%xmm9, %%xmm9, %%xmm9\n\t"
+        "vpxor %%xmm10, %%xmm10, %%xmm10\n\t" "vpxor %%xmm11, %%xmm11, %%xmm11\n\t"
+        ".p2align 4\n"
+        "1:\n\t"
+        "vmovdqa (%[x0],%[j]), %%ymm12\n\t"
+        "vmovdqa (%[x1],%[j]), %%ymm13\n\t"
+        DENSE_VNNI_ROW6(0, 0, 1) DENSE_VNNI_ROW6(1, 2, 3) DENSE_VNNI_ROW6(2, 4, 5)
+        DENSE_VNNI_ROW6(3, 6, 7) DENSE_VNNI_ROW6(4, 8, 9) DENSE_VNNI_ROW6(5, 10, 11)
+        "addq $32, %[j]\n\t"
+        "jnz 1b\n\t"
+        DENSE_VNNI_STORE(0, 0) DENSE_VNNI_STORE(1, 32) DENSE_VNNI_STORE(2, 64) DENSE_VNNI_STORE(3, 96)
+        DENSE_VNNI_STORE(4, 128) DENSE_VNNI_STORE(5, 160) DENSE_VNNI_STORE(6, 192) DENSE_VNNI_STORE(7, 224)
+        DENSE_VNNI_STORE(8, 256) DENSE_VNNI_STORE(9, 288) DENSE_VNNI_STORE(10, 320) DENSE_VNNI_STORE(11, 352)
+        "vpxor %%xmm0, %%xmm0, %%xmm0\n\t"
+        DENSE_VNNI_STORE(0, 384) DENSE_VNNI_STORE(0, 416) DENSE_VNNI_STORE(0, 448) DENSE_VNNI_STORE(0, 480)
+        : [j] "+r"(j)
+        : [w0] "r"(w[0] + jend), [w1] "r"(w[1] + jend), [w2] "r"(w[2] + jend), [w3] "r"(w[3] + jend),
+          [w4] "r"(w[4] + jend), [w5] "r"(w[5] + jend), [x0] "r"(x0 + jend), [x1] "r"(x1 + jend),
+          [acc] "r"(acc)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+          "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "cc", "memory");
+}
+#undef DENSE_VNNI_ROW6
+#undef DENSE_VNNI_STORE
+
+AVXVNNI_TARGET static void gemm_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    const tsar_weights *w = s->w;
+    const size_t K = (size_t)w->k;
+    const int steps = w->k / 32;
+    int r = m0;
+    for (; r + 6 <= m1; r += 6) {
+        const uint8_t *wr[6];
+        for (int i = 0; i < 6; i++) wr[i] = w->w + (size_t)(r + i) * K;
+        int t = 0;
+        for (; t + 2 <= s->n; t += 2) {
+            const uint8_t *x0 = s->prep + s->prep_stride * t, *x1 = x0 + s->prep_stride;
+            __m256i acc[16];
+            tile6x2_avxvnni(wr, x0, x1, steps, acc);
+            int32_t sums[16];
+            _mm256_storeu_si256((__m256i *)sums, hsum8_epi32(acc));
+            _mm256_storeu_si256((__m256i *)(sums + 8), hsum8_epi32(acc + 8));
+            for (int i = 0; i < 6; i++)
+                for (int u = 0; u < 2; u++)
+                    out[(size_t)(t + u) * w->m + r + i] = sums[2 * i + u] - 128 * w->aux[r + i];
+        }
+        if (t < s->n) {
+            tsar_acts rest = *s;
+            rest.n = 1;
+            rest.prep = s->prep + s->prep_stride * t;
+            gemv_avxvnni(&rest, out + (size_t)t * w->m, r, r + 6);
+        }
+    }
+    if (r < m1) gemv_avxvnni(s, out, r, m1);
+}
+
+AVXVNNI_TARGET static void rows_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    if (s->n >= 4) gemm_avxvnni(s, out, m0, m1);
+    else gemv_avxvnni(s, out, m0, m1);
+}
+
 const tsar_kernel tsar_kernel_dense = {
-    .row_unit = ROWS, .prep_size = prep_size, .prep = prep, .rows = {NULL, rows_avx2, rows_avx512},
+    .row_unit = ROWS, .prep_size = prep_size, .prep = prep,
+    .rows = {[TSAR_ISA_AVX2] = rows_avx2, [TSAR_ISA_AVX512] = rows_avx512, [TSAR_ISA_AVXVNNI] = rows_avxvnni},
     .check = check};

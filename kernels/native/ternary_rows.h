@@ -11,7 +11,7 @@
  * into int16 sums per token, widened into int32 with vpmaddwd every `flush` steps, chosen so that
  * `flush` times a step's bound is <= 32767 (2-bit: 16 * 4 * 508, or 8 * 2 * 2032 with codes times 4;
  * TQ1_0: 6 * 10 * 508; IQ1_BN: 12 * 5 * 508): nothing wraps.
- * AVX-512 VNNI: vpdpbusd into int32, several independent chains per row.
+ * AVX-VNNI and AVX-512 VNNI: vpdpbusd into int32, several independent chains per row.
  * GEMM: output rows in blocks of TR_ROW_BLOCK; inside a block, tokens in groups of up to four, and
  * for each group every row of the block: each decoded weight vector feeds the group's four
  * multiply-adds, the block's rows stay in L1/L2 while the token groups stream past. */
@@ -162,6 +162,95 @@ static inline __attribute__((always_inline)) void tr_rows_avx2(
                 else if (T == 3) tr_row_avx2(decode, D, fields4, flush, flush_x4, row, steps, a, 3, res);
                 else if (T == 2) tr_row_avx2(decode, D, fields4, flush, flush_x4, row, steps, a, 2, res);
                 else tr_row_avx2(decode, D, fields4, flush, flush_x4, row, steps, a, 1, res);
+                for (int u = 0; u < T; u++) out[(size_t)(t + u) * m + r] = res[u] - s->sums[t + u];
+            }
+        }
+    }
+}
+
+/* AVX-VNNI (VEX vpdpbusd ymm): the AVX2 driver's decoders, row blocks and token groups, with each
+ * vpmaddubsw + vpaddw pair replaced by one vpdpbusd (codes unsigned, activations signed) into int32
+ * (no widening windows). vpdpbusd's latency (~5 cycles, two issued a cycle) wants ~10 independent
+ * chains, so each token spreads its products over tr_vnni_per(T, D) accumulators: product d of the
+ * p-th step of a pair goes to chain (D p + d) mod per. Steps go in pairs (the prepared activations'
+ * unit), an odd last step on its own. 2-bit formats always take the scaled decode (one shift, not
+ * three): with D and per even a chain keeps one field parity, so the chains of the x4 codes
+ * (odd ones) are summed apart and divided by 4 exactly. */
+#define TR_VNNI_MAX_PER 8
+
+/* Chains per token for a group of T tokens. 2-bit formats (D = 4, a cheap decode): 8, 8, 12 and 8
+ * in all (even, for the scaled fields); four tokens keep two each, as 16 accumulators and the
+ * codes exceed the 16 ymm registers (three each, on the unscaled decode, measured no faster). Base-3 formats (D = 10, 5): the decode (~6 operations a digit
+ * vector) paces the loop and the D codes crowd the registers, so half as many (4, 4, 6, 8 in all)
+ * measured fastest here (three a token for four tokens spills and was ~10 % slower). */
+static inline int tr_vnni_per(int T, int D) {
+    if (D == 4) return T == 1 ? 8 : T == 2 ? 4 : T == 3 ? 4 : 2;
+    return T == 1 ? 4 : 2;
+}
+
+typedef __m256i tr_vnni_acc[TR_TOKENS][TR_VNNI_MAX_PER];
+
+AVXVNNI_TARGET static inline __attribute__((always_inline)) void tr_step_avxvnni(
+        tr_decode_avx2 decode, const int D, const int scaled, const uint8_t *row, int s, size_t off,
+        const int8_t *const *a, const int T, const int per, const int p, tr_vnni_acc acc) {
+    __m256i c[TR_MAX_D];
+    decode(row, s, scaled, c);
+    TR_UNROLL for (int d = 0; d < D; d++) {
+        const int q = (D * p + d) % per;
+        TR_UNROLL for (int u = 0; u < T; u++)
+            acc[u][q] = tsar_dpbusd_avx(acc[u][q], c[d], _mm256_load_si256((const __m256i *)(a[u] + off + 64 * d)));
+    }
+}
+
+/* One row against T tokens (activations a[0..T)); res[u] = sum(c * a_u) over the row. */
+AVXVNNI_TARGET static inline __attribute__((always_inline)) void tr_row_avxvnni(
+        tr_decode_avx2 decode, const int D, const int fields4, const uint8_t *row, int steps,
+        const int8_t *const *a, const int T, int32_t *res) {
+    const int per = tr_vnni_per(T, D), pairs = steps / 2;
+    tr_vnni_acc acc;
+    TR_UNROLL for (int u = 0; u < T; u++)
+        TR_UNROLL for (int q = 0; q < per; q++) acc[u][q] = _mm256_setzero_si256();
+    for (int i = 0; i < pairs; i++) {
+        const size_t off = (size_t)64 * D * i;
+        tr_step_avxvnni(decode, D, fields4, row, 2 * i, off, a, T, per, 0, acc);
+        tr_step_avxvnni(decode, D, fields4, row, 2 * i + 1, off + 32, a, T, per, 1, acc);
+    }
+    if (steps & 1)
+        tr_step_avxvnni(decode, D, fields4, row, steps - 1, (size_t)64 * D * pairs, a, T, per, 0, acc);
+    TR_UNROLL for (int u = 0; u < T; u++) {
+        if (fields4) {   /* even chains: codes, odd chains: codes times 4 */
+            __m256i s1 = acc[u][0], s4 = acc[u][1];
+            TR_UNROLL for (int q = 2; q < per; q += 2) {
+                s1 = _mm256_add_epi32(s1, acc[u][q]);
+                s4 = _mm256_add_epi32(s4, acc[u][q + 1]);
+            }
+            res[u] = tsar_hsum_epi32(s1) + (tsar_hsum_epi32(s4) >> 2);
+        } else {
+            __m256i sum = acc[u][0];
+            TR_UNROLL for (int q = 1; q < per; q++) sum = _mm256_add_epi32(sum, acc[u][q]);
+            res[u] = tsar_hsum_epi32(sum);
+        }
+    }
+}
+
+AVXVNNI_TARGET static inline __attribute__((always_inline)) void tr_rows_avxvnni(
+        const tsar_acts *s, int32_t *out, int m0, int m1, tr_decode_avx2 decode, const int D,
+        const int fields4, size_t row_bytes, int steps) {
+    const int n = s->n, m = s->w->m;
+    for (int r0 = m0; r0 < m1; r0 += TR_ROW_BLOCK) {
+        const int r1 = r0 + TR_ROW_BLOCK < m1 ? r0 + TR_ROW_BLOCK : m1;
+        for (int t = 0; t < n; t += TR_TOKENS) {
+            const int T = n - t < TR_TOKENS ? n - t : TR_TOKENS;
+            const int8_t *a[TR_TOKENS];
+            TR_UNROLL for (int u = 0; u < TR_TOKENS; u++)
+                a[u] = (const int8_t *)(s->prep + s->prep_stride * (size_t)(t + (u < T ? u : 0)));
+            for (int r = r0; r < r1; r++) {
+                int32_t res[TR_TOKENS];
+                const uint8_t *row = s->w->w + row_bytes * (size_t)r;
+                if (T == 4) tr_row_avxvnni(decode, D, fields4, row, steps, a, 4, res);
+                else if (T == 3) tr_row_avxvnni(decode, D, fields4, row, steps, a, 3, res);
+                else if (T == 2) tr_row_avxvnni(decode, D, fields4, row, steps, a, 2, res);
+                else tr_row_avxvnni(decode, D, fields4, row, steps, a, 1, res);
                 for (int u = 0; u < T; u++) out[(size_t)(t + u) * m + r] = res[u] - s->sums[t + u];
             }
         }

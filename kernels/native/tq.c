@@ -69,6 +69,15 @@ static void tq1_rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
 }
 
 #ifndef TSAR_SIM
+/* AVX-VNNI: the AVX2 decoders through ternary_rows.h's vpdpbusd driver. */
+AVXVNNI_TARGET static void tq2_rows_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    tr_rows_avxvnni(s, out, m0, m1, tq2_decode, 4, 1, tq2_row_bytes(s->w), tq2_steps(s->w));
+}
+
+AVXVNNI_TARGET static void tq1_rows_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    tr_rows_avxvnni(s, out, m0, m1, tq1_decode, 10, 0, tq1_row_bytes(s->w), tq1_steps(s->w));
+}
+
 /* AVX-512: a 64-byte vector holds a whole TQ2_0 block (steps 2i, 2i + 1), or the same halves of
  * two TQ1_0 blocks. */
 AVX512_TARGET static inline __attribute__((always_inline)) void tq2_decode512(const uint8_t *row, int i,
@@ -94,10 +103,12 @@ AVX512_TARGET static void tq1_rows_avx512(const tsar_acts *s, int32_t *out, int 
 
 const tsar_kernel tsar_kernel_tq2_0 = {
     .row_unit = 1, .prep_size = tq2_prep_size, .prep = tq2_prep,
-    .rows = {NULL, tq2_rows_avx2, tq2_rows_avx512}, .check = check};
+    .rows = {[TSAR_ISA_AVX2] = tq2_rows_avx2, [TSAR_ISA_AVX512] = tq2_rows_avx512,
+             [TSAR_ISA_AVXVNNI] = tq2_rows_avxvnni}, .check = check};
 const tsar_kernel tsar_kernel_tq1_0 = {
     .row_unit = 1, .prep_size = tq1_prep_size, .prep = tq1_prep,
-    .rows = {NULL, tq1_rows_avx2, tq1_rows_avx512}, .check = check};
+    .rows = {[TSAR_ISA_AVX2] = tq1_rows_avx2, [TSAR_ISA_AVX512] = tq1_rows_avx512,
+             [TSAR_ISA_AVXVNNI] = tq1_rows_avxvnni}, .check = check};
 #else
 TSAR_SIM_PREP_SUM(tq2_0, check, tq2_prep_size, tq2_prep, tq2_rows_avx2)
 TSAR_SIM_PREP_SUM(tq1_0, check, tq1_prep_size, tq1_prep, tq1_rows_avx2)
