@@ -85,26 +85,46 @@ AVXVNNI_TARGET static inline __attribute__((always_inline)) void block_avxvnni(
     const int8_t *a1 = pair ? a0 + s->act_stride : a0;
     __m256i acc[8];
     for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
-    for (int j = 0; j < kq; j++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 32 * j));
-        const __m256i h = _mm256_srli_epi16(v, 4);
-        int32_t x0q, x1q;
-        __builtin_memcpy(&x0q, a0 + 4 * j, 4);
-        __builtin_memcpy(&x1q, a1 + 4 * j, 4);
-        const __m256i x0 = _mm256_set1_epi32(x0q), x1 = _mm256_set1_epi32(x1q);
-        const __m256i f0 = _mm256_and_si256(v, m3), f1 = _mm256_and_si256(v, mc);
-        const __m256i f2 = _mm256_and_si256(h, m3), f3 = _mm256_and_si256(h, mc);
-        acc[0] = _mm256_dpbusd_avx_epi32(acc[0], f0, x0);
-        acc[1] = _mm256_dpbusd_avx_epi32(acc[1], f1, x0);
-        acc[2] = _mm256_dpbusd_avx_epi32(acc[2], f2, x0);
-        acc[3] = _mm256_dpbusd_avx_epi32(acc[3], f3, x0);
-        if (pair) {
-            acc[4] = _mm256_dpbusd_avx_epi32(acc[4], f0, x1);
-            acc[5] = _mm256_dpbusd_avx_epi32(acc[5], f1, x1);
-            acc[6] = _mm256_dpbusd_avx_epi32(acc[6], f2, x1);
-            acc[7] = _mm256_dpbusd_avx_epi32(acc[7], f3, x1);
+    /* One token: column steps in pairs, the odd step into acc[4..7], so that eight dot-product
+     * chains are in flight (four would leave the 5-cycle latency exposed); folded at the end. */
+    const int step = pair ? 1 : 2;
+    int j = 0;
+    for (; j + step <= kq; j += step) {
+        for (int e = 0; e < step; e++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 32 * (j + e)));
+            const __m256i h = _mm256_srli_epi16(v, 4);
+            int32_t x0q, x1q;
+            __builtin_memcpy(&x0q, a0 + 4 * (j + e), 4);
+            __builtin_memcpy(&x1q, a1 + 4 * (j + e), 4);
+            const __m256i x0 = _mm256_set1_epi32(x0q), x1 = _mm256_set1_epi32(x1q);
+            const __m256i f0 = _mm256_and_si256(v, m3), f1 = _mm256_and_si256(v, mc);
+            const __m256i f2 = _mm256_and_si256(h, m3), f3 = _mm256_and_si256(h, mc);
+            __m256i *r = acc + 4 * e;      /* e = 1 only for one token */
+            r[0] = tsar_dpbusd_avx(r[0], f0, x0);
+            r[1] = tsar_dpbusd_avx(r[1], f1, x0);
+            r[2] = tsar_dpbusd_avx(r[2], f2, x0);
+            r[3] = tsar_dpbusd_avx(r[3], f3, x0);
+            if (pair) {
+                acc[4] = tsar_dpbusd_avx(acc[4], f0, x1);
+                acc[5] = tsar_dpbusd_avx(acc[5], f1, x1);
+                acc[6] = tsar_dpbusd_avx(acc[6], f2, x1);
+                acc[7] = tsar_dpbusd_avx(acc[7], f3, x1);
+            }
         }
     }
+    if (j < kq) {  /* one token, an odd number of column steps: the last one */
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 32 * j));
+        const __m256i h = _mm256_srli_epi16(v, 4);
+        int32_t x0q;
+        __builtin_memcpy(&x0q, a0 + 4 * j, 4);
+        const __m256i x0 = _mm256_set1_epi32(x0q);
+        acc[0] = tsar_dpbusd_avx(acc[0], _mm256_and_si256(v, m3), x0);
+        acc[1] = tsar_dpbusd_avx(acc[1], _mm256_and_si256(v, mc), x0);
+        acc[2] = tsar_dpbusd_avx(acc[2], _mm256_and_si256(h, m3), x0);
+        acc[3] = tsar_dpbusd_avx(acc[3], _mm256_and_si256(h, mc), x0);
+    }
+    if (!pair)
+        for (int f = 0; f < 4; f++) acc[f] = _mm256_add_epi32(acc[f], acc[4 + f]);
     for (int u = 0; u < 1 + pair; u++) {
         const __m256i sum = _mm256_set1_epi32(s->sums[t + u]);
         const __m256i *r = acc + 4 * u;
