@@ -233,9 +233,10 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
         synthesis = fork.Process(target=synthesize_beside, daemon=True)
         synthesis.start()
     # every simulated count of the report, simulated in parallel (each cached as it completes)
+    natives = _report_natives()
     requests = [r for m, k in BITNET_2B_LAYERS for n in (1, PREFILL_TOKENS)
-                for r in compare_requests(n, m, k)]
-    requests += [r for model in REPORT_MODELS for r in model_requests(model)]
+                for r in compare_requests(n, m, k, natives=natives)]
+    requests += [r for model in REPORT_MODELS for r in model_requests(model, natives=natives)]
     say("simulating the kernels on every layer shape, in parallel (cached after the first run)")
     prefetch(requests)
     # the modelled platforms' comparisons and model estimates: timing-model work, in parallel
@@ -272,6 +273,15 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
         area_rows = area_table(base, tsar)
         area_text = format_area_table(area_rows, "256-bit slice, base vs T-SAR c2s4")
     return ReportData(host_layers, platform_layers, models, area_text, area_rows, platform_gemm)
+
+
+def _report_natives() -> tuple[str, ...]:
+    """Every simulated native build a platform of the report models (each platform's ISA's)."""
+    from tsar.sim.platforms import detect, load
+    from tsar.simulate.native_kernel import natives_for
+
+    isas = [load(name).core.isa for name in SHIPPED] + [detect.host(measure=False).core.isa]
+    return tuple(dict.fromkeys(k for isa in isas for k in natives_for(isa)))
 
 
 def _modelled_job(job: tuple, progress: Callable[[str], None]) -> Comparison | ModelEstimate:
