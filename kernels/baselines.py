@@ -6,7 +6,7 @@
 
 Kernels (``KERNELS``): ``tl2``, ``tl1``, ``i2s`` (bitnet.cpp formats), ``dense`` (int8 weights,
 pmaddubsw / vpdpbusd), ``int2`` (Intel's interleaved 2-bit layout, up-convert + pmaddubsw /
-vpdpbusd), ``trit5`` (5 trits per byte; AVX-512 lookups, AVX2 decode), ``tq1_0`` / ``tq2_0``
+vpdpbusd), ``trit5`` (5 trits per byte; VBMI lookups + vpdpbusd, AVX2 decode), ``tq1_0`` / ``tq2_0``
 (llama.cpp) and ``iq1_bn`` / ``iq2_bn`` (ik_llama.cpp) on their public block layouts (decode +
 pmaddubsw / vpdpbusd). ``threads`` splits output rows
 (pthreads); the C call releases the GIL. Activations given to ``matmul_int`` must be in [-127, 127]

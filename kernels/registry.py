@@ -65,7 +65,7 @@ NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
     NativeKernelSpec("dense", "int8 weights (pmaddubsw / vpdpbusd)", None, "TSAR_DENSE"),
     NativeKernelSpec("int2", "Intel 2-bit up-convert (pmaddubsw / vpdpbusd)", int2_vnni, "TSAR_INT2",
                      simulated=True, sim_isas=("avx2", "avxvnni", "avx512")),
-    NativeKernelSpec("trit5", "5 trits per byte (AVX-512 lookup, AVX2 decode)", trit5, "TSAR_TRIT5",
+    NativeKernelSpec("trit5", "5 trits per byte (VBMI lookups + vpdpbusd, AVX2 decode)", trit5, "TSAR_TRIT5",
                      compared=False),
     NativeKernelSpec("tq1_0", "llama.cpp TQ1_0 (base-3, 5 trits per byte, 1.69 b/w)", tq1_0, "TSAR_TQ1_0",
                      **_PUBLIC, source="tq", overread=10),

@@ -1,9 +1,16 @@
-"""5 trits per byte (1.6 bits/weight), after the lut_mm AVX-512 design (lut-mm-avx512-blog.md).
+"""5 trits per byte (1.6 bits/weight): one byte per row and group of five columns.
 
-Byte for row r and 5-column group g: the signed int8 ``v = sum_i w[r, 5g + i] * 3**i`` (i = 0..4,
-column 5g is the least significant trit), so |v| <= 121: the sign is the byte's sign and ``|v|``
-indexes a 122-entry table. K is zero-padded to a multiple of 5 (``kp``). Bytes are stored
-``[M/32][kp/5][32 rows]`` so one 32-byte load gives one group's code for 32 output rows.
+Code. Group g of row r holds ``v = sum_i w[r, 5g + i] * 3**i`` (i = 0..4, column 5g the least
+significant trit), |v| <= 121, stored in sign-magnitude with the magnitude offset by 3: the byte is
+``(0x80 if v < 0 else 0) | (|v| + 3)``. Negating the five weights flips only bit 7, so a decoder
+reads the 7-bit magnitude index ``b & 127`` (3..124) and mirrors the digits when bit 7 is set; the
+offset puts the top trit's boundary (|v| >= 41) at index 44, a multiple of 4, so that the top
+trit (with its sign) is a function of ``b >> 2`` alone (a 64-entry table).
+
+Layout. K is zero-padded to a multiple of 20 (``kp``: whole groups of four bytes), M must be a
+multiple of 32. Bytes are stored ``[M/32][kp/20][32 rows][4 groups]``: for each 32-row block, a
+128-byte record per four groups, in which the dword of a row holds its groups 4q .. 4q + 3 (as
+``vpdpbusd`` pairs four bytes of a lane with four activations), rows 0-15 in the first 64 bytes.
 """
 
 from __future__ import annotations
@@ -15,11 +22,15 @@ import numpy as np
 from tsar.kernels.formats._common import check_multiple, check_ternary
 
 POW3 = np.array([1, 3, 9, 27, 81], np.int16)
+GROUP = 5                 # trits per byte
+QUAD = 4                  # groups per row dword
+ROWS = 32                 # rows per block
+MAG_OFFSET = 3            # stored magnitude = |v| + 3
 
 
 @dataclass(frozen=True)
 class Trit5Weights:
-    """Packed 5-trit weights: int8 data of M * kp/5 bytes; ``k`` is the logical K."""
+    """Packed 5-trit weights: uint8 data of M * kp/5 bytes; ``k`` is the logical K."""
 
     data: np.ndarray
     m: int
@@ -27,29 +38,50 @@ class Trit5Weights:
 
     @property
     def kp(self) -> int:
-        return -(-self.k // 5) * 5
+        return padded_k(self.k)
 
     @property
     def nbytes(self) -> int:
         return self.data.size
 
 
+def padded_k(k: int) -> int:
+    """K rounded up to whole four-group dwords (a multiple of 20)."""
+    unit = GROUP * QUAD
+    return -(-k // unit) * unit
+
+
+def encode(v: np.ndarray) -> np.ndarray:
+    """Balanced values v (|v| <= 121) -> code bytes (uint8)."""
+    v = np.asarray(v, np.int16)
+    return (np.where(v < 0, 0x80, 0) | (np.abs(v) + MAG_OFFSET)).astype(np.uint8)
+
+
+def decode(b: np.ndarray) -> np.ndarray:
+    """Code bytes -> balanced values v (int16)."""
+    b = np.asarray(b).astype(np.int16)
+    mag = (b & 0x7F) - MAG_OFFSET
+    return np.where(b & 0x80, -mag, mag).astype(np.int16)
+
+
 def pack(w_t: np.ndarray) -> Trit5Weights:
     """Pack ternary int8 (M, K) with M % 32 == 0 (any K)."""
     w = check_ternary(w_t, "trit5 pack")
     m, k = w.shape
-    check_multiple(m, 32, "M", "trit5 pack")
-    kp = -(-k // 5) * 5
+    check_multiple(m, ROWS, "M", "trit5 pack")
+    kp = padded_k(k)
     padded = np.zeros((m, kp), np.int16)
     padded[:, :k] = w
-    v = (padded.reshape(m, kp // 5, 5) * POW3).sum(axis=2).astype(np.int8)       # (M, G)
-    data = np.ascontiguousarray(v.reshape(m // 32, 32, kp // 5).transpose(0, 2, 1)).reshape(-1)
-    return Trit5Weights(data, m, k)
+    codes = encode((padded.reshape(m, kp // GROUP, GROUP) * POW3).sum(axis=2))       # (M, G)
+    q = kp // (GROUP * QUAD)
+    data = codes.reshape(m // ROWS, ROWS, q, QUAD).transpose(0, 2, 1, 3)
+    return Trit5Weights(np.ascontiguousarray(data).reshape(-1), m, k)
 
 
 def unpack(p: Trit5Weights) -> np.ndarray:
     """Trit5Weights -> ternary int8 (M, K)."""
-    g = p.kp // 5
-    v = p.data.reshape(p.m // 32, g, 32).transpose(0, 2, 1).reshape(p.m, g).astype(np.int16) + 121
-    trits = (v[..., None] // POW3) % 3 - 1
+    q = p.kp // (GROUP * QUAD)
+    codes = p.data.reshape(p.m // ROWS, q, ROWS, QUAD).transpose(0, 2, 1, 3).reshape(p.m, q * QUAD)
+    u = decode(codes) + 121                                  # sum_i (w_i + 1) 3^i, 0..242
+    trits = (u[..., None] // POW3) % 3 - 1
     return trits.reshape(p.m, p.kp)[:, :p.k].astype(np.int8)

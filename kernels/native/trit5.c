@@ -1,148 +1,538 @@
-/* 5 trits per byte (see tsar/kernels/formats/trit5.py): byte v = sum_i w_i 3^i, 32 rows per vector.
+/* 5 trits per byte (see tsar/kernels/formats/trit5.py): the byte of a row and a group of five
+ * columns holds v = sum_i w_i 3^i (i = 0..4) in sign-magnitude with the magnitude offset by 3,
+ * b = [v < 0] << 7 | (|v| + 3); weights stored [M/32][kp/20][32 rows][4 groups], so that the dword
+ * of a row holds four consecutive groups (a vpdpbusd lane). The result is sum_i t_i a_i - sum(a)
+ * with the codes t_i = w_i + 1 (0, 1, 2). Per token, prep stores the activations in digit order:
+ * dword 5q + i holds a[5(4q + j) + i] for j = 0..3, the columns that digit i of the dword's four
+ * groups multiplies.
  *
- * AVX2 (decode): with u = v + 121 = sum_i t_i 3^i (t_i = w_i + 1) and q_0 = u, q_{i+1} = q_i / 3,
- * sum_i t_i a_i = u*a_0 + sum_{i>=1} q_i * (a_i - 3 a_{i-1}) (telescoping, q_5 = 0). Per token we store
- * c = [a_0, a_1 - 3a_0, ..., a_4 - 3a_3] per group as int16; the kernel needs 4 vpmulhuw (divide by 3)
- * and 5 vpmullw per 16 rows. Products wrap mod 2^16 but each group's sum is <= 2*5*127 and the int16
- * accumulator is widened every 25 groups, so the result is exact; finally subtract sum(a).
- * AVX-512 (lookup, after the lut_mm design): a 128-entry int16 table per group (entry m = value of
- * the balanced-ternary digits of m, 122..127 unused), looked up with two vpermt2w + blend by |v|,
- * negated under the sign mask; int16 sums widened every 51 groups (51 * 635 <= 32767). */
+ * AVX-512 (VBMI + VNNI): the digits come from two table lookups and no arithmetic on them. A
+ * 64-byte tile (16 rows x 4 groups) gives, by one vpermt2b on the 7-bit magnitude index, the four
+ * low codes packed in 2-bit fields, f = t0 | t1 << 2 | t2 << 4 | t3 << 6, mirrored where bit 7 is
+ * set (0xAA - f: 2 - t in every field); and by one vpermb on b >> 2 (sign and index / 4: the offset
+ * puts |v| >= 41 at index 44) the top code. vpdpbusd then multiplies f & 3, f & 0xC, f & 0x30 and
+ * f & 0xC0 (the codes times 1, 4, 16, 64, each in its own int32 sum, shifted back exactly at the
+ * end) and the top code with the broadcast activation dwords: 15 instructions per 320
+ * multiply-adds and nothing to widen (the earlier int16 table lookups, after lut_mm, took 9 per
+ * 160, two of them vpermt2w at one per two cycles on Intel cores, and a widening every 51
+ * groups). GEMM (n >= GEMM_MIN_N): each 32-row
+ * block is decoded once into plain codes and a register-blocked vpdpbusd kernel (32 rows x 12
+ * tokens, 24 int32 sums, two products per load) runs over it in L1-sized chunks of steps.
+ * Without VBMI (Skylake-SP, Cascade Lake) the AVX-512 level runs the AVX2 rows.
+ *
+ * AVX2 (decode): u = v + 121 = sum_i t_i 3^i in 16-bit lanes; with q_0 = u, q_{i+1} = q_i / 3
+ * (vpmulhuw), sum_i t_i a_i = sum_i q_i c_i where c_0 = a_0, c_i = a_i - 3 a_{i-1} (telescoping,
+ * q_5 = 0), the products summed into int32 by vpmaddwd (no int16 sums). Tokens in pairs share the
+ * decode. AVX-VNNI: the same with vpdpwssd (product and sum in one instruction). */
 #include "common.h"
+#include <stdlib.h>
+
+#define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+
+#define QUAD_BYTES 128          /* one quad (4 groups) of a 32-row block */
+#define GEMM_MIN_N 4
 
 static int check(const tsar_weights *w) { return w->m % 32 != 0; }
-static inline int groups(const tsar_weights *w) { return (w->k + 4) / 5; }
+static inline int quads(const tsar_weights *w) { return (w->k + 19) / 20; }
 
-static int cpu_avx512(void) { return tsar_cpu_isa() >= TSAR_ISA_AVX512; }
+static size_t prep_size(const tsar_weights *w) { return (size_t)quads(w) * 20 + 16; }
 
-static size_t prep_size(const tsar_weights *w) {
-    /* AVX2 coefficients (10 B/group) + AVX-512 tables (256 B/group) when the CPU has AVX-512 */
-    return (size_t)groups(w) * 10 + 64 + (cpu_avx512() ? (size_t)groups(w) * 256 : 0);
-}
-
-static int16_t DIGITS[5][128] __attribute__((aligned(64)));
-
-__attribute__((constructor)) static void init_digits(void) {
-    for (int m = 0; m < 128; m++) {
-        int r = m;
-        for (int i = 0; i < 5; i++) {
-            int d = ((r % 3) + 3) % 3;
-            if (d == 2) d = -1;
-            DIGITS[i][m] = (int16_t)(m < 122 ? d : 0);
-            r = (r - d) / 3;
-        }
-    }
-}
-
-AVX512_TARGET static void build_tables(const int8_t *a, int g, int16_t *tab) {
-    for (int j = 0; j < g; j++) {
-        for (int c = 0; c < 4; c++) {
-            __m512i v = _mm512_setzero_si512();
-            for (int i = 0; i < 5; i++)
-                v = _mm512_add_epi16(v, _mm512_mullo_epi16(_mm512_set1_epi16(a[5 * j + i]),
-                                                            _mm512_load_si512((const void *)&DIGITS[i][32 * c])));
-            _mm512_store_si512((void *)(tab + 128 * j + 32 * c), v);
-        }
-    }
-}
-
+/* Activations in digit order: out[4i + j] = in[5j + i] for each 20 columns (i: digit, j: group). The
+ * activation row is zero padded to its stride, which is >= 20 * quads. */
 static void prep(const tsar_acts *s, int t) {
-    const int8_t *a = s->act + s->act_stride * t;   /* zero padded past k */
-    uint8_t *p = s->prep + s->prep_stride * t;
-    const int g = groups(s->w);
-    int16_t *c = (int16_t *)p;
-    for (int j = 0; j < g; j++) {
-        const int8_t *x = a + 5 * j;
-        c[5 * j] = x[0];
-        for (int i = 1; i < 5; i++) c[5 * j + i] = (int16_t)(x[i] - 3 * x[i - 1]);
-    }
-    if (cpu_avx512()) build_tables(a, g, (int16_t *)(p + tsar_round_up((size_t)g * 10, 64)));
-}
-
-static void rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
-    const tsar_weights *w = s->w;
-    const int g = groups(w);
-    const __m256i off = _mm256_set1_epi16(121), third = _mm256_set1_epi16(21846);
-    for (int mb = m0 / 32; mb < m1 / 32; mb++) {
-        const int8_t *wb = (const int8_t *)w->w + (size_t)mb * g * 32;
-        for (int t = 0; t < s->n; t++) {
-            const int16_t *c = (const int16_t *)(s->prep + s->prep_stride * t);
-            __m256i lo32 = _mm256_setzero_si256(), hi32 = lo32, lo32b = lo32, hi32b = lo32;
-            for (int j0 = 0; j0 < g; j0 += 25) {
-                const int j1 = j0 + 25 < g ? j0 + 25 : g;
-                __m256i alo = _mm256_setzero_si256(), ahi = alo;
-                for (int j = j0; j < j1; j++) {
-                    const __m128i *p = (const __m128i *)(wb + 32 * j);
-                    __m256i ul = _mm256_add_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(p)), off);
-                    __m256i uh = _mm256_add_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(p + 1)), off);
-                    const int16_t *cj = c + 5 * j;
-                    __m256i c0 = _mm256_set1_epi16(cj[0]);
-                    __m256i sl = _mm256_mullo_epi16(ul, c0), sh = _mm256_mullo_epi16(uh, c0);
-                    for (int i = 1; i < 5; i++) {
-                        const __m256i ci = _mm256_set1_epi16(cj[i]);
-                        ul = _mm256_mulhi_epu16(ul, third);
-                        uh = _mm256_mulhi_epu16(uh, third);
-                        sl = _mm256_add_epi16(sl, _mm256_mullo_epi16(ul, ci));
-                        sh = _mm256_add_epi16(sh, _mm256_mullo_epi16(uh, ci));
-                    }
-                    alo = _mm256_add_epi16(alo, sl);
-                    ahi = _mm256_add_epi16(ahi, sh);
-                }
-                lo32 = _mm256_add_epi32(lo32, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(alo)));
-                lo32b = _mm256_add_epi32(lo32b, _mm256_cvtepi16_epi32(_mm256_extracti128_si256(alo, 1)));
-                hi32 = _mm256_add_epi32(hi32, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(ahi)));
-                hi32b = _mm256_add_epi32(hi32b, _mm256_cvtepi16_epi32(_mm256_extracti128_si256(ahi, 1)));
-            }
-            const __m256i sum = _mm256_set1_epi32(s->sums[t]);
-            int32_t *o = out + (size_t)t * w->m + (size_t)mb * 32;
-            _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(lo32, sum));
-            _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(lo32b, sum));
-            _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(hi32, sum));
-            _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(hi32b, sum));
-        }
+    const int8_t *a = s->act + s->act_stride * t;
+    const int nq = quads(s->w);
+    int8_t *d = (int8_t *)(s->prep + s->prep_stride * t);
+    /* output byte o of the first 16 from in[5 (o % 4) + o / 4]: bytes 0-15 of a quad (lo) or 4-19 (hi) */
+    const __m128i p1 = _mm_setr_epi8(0, 5, 10, 15, 1, 6, 11, -1, 2, 7, 12, -1, 3, 8, 13, -1);
+    const __m128i p2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, 12, -1, -1, -1, 13, -1, -1, -1, 14);
+    const __m128i p3 = _mm_setr_epi8(4, 9, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i p4 = _mm_setr_epi8(-1, -1, -1, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (int q = 0; q < nq; q++) {
+        const __m128i lo = _mm_loadu_si128((const __m128i *)(a + 20 * q));
+        const __m128i hi = _mm_loadu_si128((const __m128i *)(a + 20 * q + 4));
+        _mm_storeu_si128((__m128i *)(d + 20 * q), _mm_or_si128(_mm_shuffle_epi8(lo, p1), _mm_shuffle_epi8(hi, p2)));
+        const int32_t top = _mm_cvtsi128_si32(_mm_or_si128(_mm_shuffle_epi8(lo, p3), _mm_shuffle_epi8(hi, p4)));
+        __builtin_memcpy(d + 20 * q + 16, &top, 4);
     }
 }
 
-AVX512_TARGET static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, int m1) {
-    const tsar_weights *w = s->w;
-    const int g = groups(w);
-    const __m512i zero = _mm512_setzero_si512(), b64 = _mm512_set1_epi16(64);
-    /* Tokens outer: one token's tables (256 B per group) stay in L1/L2 while the row blocks' weights
-     * (32 B per group) stream past; weights are prefetched non-temporally so that they do not evict
-     * the tables from L2 when they come from DRAM. */
+/* ---------------- AVX2 and AVX-VNNI ---------------- */
+
+/* u = v + 121 for 32 code bytes: (b & 127) - 3 = |v|, signed by bit 7 (b is never 0). */
+static inline __m256i codes_u(__m256i b) {
+    const __m256i m = _mm256_sub_epi8(_mm256_and_si256(b, _mm256_set1_epi8(127)), _mm256_set1_epi8(3));
+    return _mm256_add_epi8(_mm256_sign_epi8(m, b), _mm256_set1_epi8(121));
+}
+
+/* The int16 coefficients of n tokens, 20 per quad and token (c[20q + 4i + j]: digit i of group
+ * 4q + j), from the digit-ordered activations of prep: c_0 = a_0, c_i = a_i - 3 a_{i-1}. */
+static int16_t *coefficients(const tsar_acts *s, int nq) {
+    int16_t *c = aligned_alloc(TSAR_ALIGN, tsar_round_up(sizeof(int16_t) * 20 * nq * s->n + 64, TSAR_ALIGN));
+    if (!c) __builtin_trap();
     for (int t = 0; t < s->n; t++) {
-        const int16_t *tab = (const int16_t *)(s->prep + s->prep_stride * t + tsar_round_up((size_t)g * 10, 64));
-        for (int mb = m0 / 32; mb < m1 / 32; mb++) {
-            const int8_t *wb = (const int8_t *)w->w + (size_t)mb * g * 32;
-            __m512i lo = zero, hi = zero;
-            for (int j0 = 0; j0 < g; j0 += 51) {
-                const int j1 = j0 + 51 < g ? j0 + 51 : g;
-                __m512i acc = zero;
-                for (int j = j0; j < j1; j++) {
-                    const int16_t *tj = tab + 128 * j;
-                    if (!(j & 1)) _mm_prefetch((const char *)(wb + 32 * j + 2048), _MM_HINT_NTA);
-                    const __m512i v = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(wb + 32 * j)));
-                    const __mmask32 neg = _mm512_movepi16_mask(v);
-                    const __m512i mag = _mm512_abs_epi16(v);
-                    const __mmask32 upper = _mm512_test_epi16_mask(mag, b64);
-                    const __m512i r0 = _mm512_permutex2var_epi16(_mm512_load_si512((const void *)tj), mag,
-                                                                 _mm512_load_si512((const void *)(tj + 32)));
-                    const __m512i r1 = _mm512_permutex2var_epi16(_mm512_load_si512((const void *)(tj + 64)), mag,
-                                                                 _mm512_load_si512((const void *)(tj + 96)));
-                    __m512i r = _mm512_mask_blend_epi16(upper, r0, r1);
-                    r = _mm512_mask_sub_epi16(r, neg, zero, r);
-                    acc = _mm512_add_epi16(acc, r);
-                }
-                lo = _mm512_add_epi32(lo, _mm512_cvtepi16_epi32(_mm512_castsi512_si256(acc)));
-                hi = _mm512_add_epi32(hi, _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(acc, 1)));
-            }
-            int32_t *o = out + (size_t)t * w->m + (size_t)mb * 32;
-            _mm512_storeu_si512((void *)o, lo);
-            _mm512_storeu_si512((void *)(o + 16), hi);
+        const int8_t *d = (const int8_t *)(s->prep + s->prep_stride * t);
+        int16_t *ct = c + (size_t)20 * nq * t;
+        for (int q = 0; q < nq; q++) {
+            const __m256i d03 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(d + 20 * q)));
+            const __m256i d14 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(d + 20 * q + 4)));
+            const __m256i c14 = _mm256_sub_epi16(d14, _mm256_add_epi16(d03, _mm256_add_epi16(d03, d03)));
+            _mm_storel_epi64((__m128i *)(ct + 20 * q), _mm256_castsi256_si128(d03));
+            _mm256_storeu_si256((__m256i *)(ct + 20 * q + 4), c14);
         }
     }
+    return c;
+}
+
+static inline __m256i coef_bcast(const int16_t *c) {
+    long long x;
+    __builtin_memcpy(&x, c, 8);
+    return _mm256_set1_epi64x(x);
+}
+
+/* The VEX vpdpwssd with its accumulator tied in place (gcc 12 copies the builtin's accumulator). */
+AVXVNNI_TARGET static inline __attribute__((always_inline)) __m256i dpwssd_avx(__m256i acc, __m256i a, __m256i b) {
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(a), "xm"(b));
+    return acc;
+}
+
+/* sum_i q_i c_i of one quad for 16 lanes (4 rows x 4 groups), added to acc; q_0 = u, q_{i+1} = q_i / 3
+ * (q * 21846 >> 16, exact for q < 32768). Each quad's sum is its own chain; only acc is carried. */
+static inline __attribute__((always_inline)) __m256i tele_avx2(__m256i q, const int16_t *c, __m256i acc) {
+    const __m256i third = _mm256_set1_epi16(21846);
+    __m256i s = _mm256_madd_epi16(q, coef_bcast(c));
+    for (int i = 1; i < 5; i++) {
+        q = _mm256_mulhi_epu16(q, third);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(q, coef_bcast(c + 4 * i)));
+    }
+    return _mm256_add_epi32(acc, s);
+}
+
+AVXVNNI_TARGET static inline __attribute__((always_inline)) __m256i tele_avxvnni(__m256i q, const int16_t *c,
+                                                                                __m256i acc) {
+    const __m256i third = _mm256_set1_epi16(21846);
+    __m256i s = _mm256_madd_epi16(q, coef_bcast(c));
+    for (int i = 1; i < 5; i++) {
+        q = _mm256_mulhi_epu16(q, third);
+        s = dpwssd_avx(s, q, coef_bcast(c + 4 * i));
+    }
+    return _mm256_add_epi32(acc, s);
+}
+
+/* Store 8 rows: lo holds rows (0, 1 | 4, 5) as two int32 per row, hi (2, 3 | 6, 7). */
+static inline void store8(int32_t *o, __m256i lo, __m256i hi, int32_t sum) {
+    _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(_mm256_hadd_epi32(lo, hi), _mm256_set1_epi32(sum)));
+}
+
+/* NS 32-byte slices of 8 rows from wb in each quad record of a block (NS = 4: the whole block,
+ * NS = 2: one 16-row half), for token t and, with pair, t + 1 (NS * (1 + pair) <= 4: the int32
+ * sums, two per slice and token, stay in registers). */
+#ifndef T5_PF_AVX2
+#define T5_PF_AVX2 1024      /* bytes ahead of the weight stream (from L3: +25 % measured here) */
+#endif
+#define T5_SLICES(NAME, TELE, TARGET)                                                              \
+    TARGET static inline __attribute__((always_inline)) void NAME(                                 \
+            const tsar_acts *s, int32_t *out, const uint8_t *wb, const int16_t *c0, int nq, int row,  \
+            int t, const int NS, const int pair) {                                                 \
+        const int16_t *c1 = c0 + 20 * nq;                                                          \
+        const __m256i zero = _mm256_setzero_si256();                                               \
+        __m256i acc[2][8];                                                                         \
+        for (int u = 0; u < 2; u++)                                                                \
+            for (int i = 0; i < 8; i++) acc[u][i] = zero;                                          \
+        for (int q = 0; q < nq; q++) {                                                             \
+            const uint8_t *p = wb + QUAD_BYTES * (size_t)q;                                        \
+            _mm_prefetch((const char *)p + T5_PF_AVX2, _MM_HINT_T0);                               \
+            if (NS == 4) _mm_prefetch((const char *)p + T5_PF_AVX2 + 64, _MM_HINT_T0);             \
+            for (int sl = 0; sl < NS; sl++) {                                                      \
+                const __m256i u = codes_u(_mm256_loadu_si256((const __m256i *)(p + 32 * sl)));     \
+                const __m256i ul = _mm256_unpacklo_epi8(u, zero), uh = _mm256_unpackhi_epi8(u, zero); \
+                acc[0][2 * sl] = TELE(ul, c0 + 20 * q, acc[0][2 * sl]);                            \
+                acc[0][2 * sl + 1] = TELE(uh, c0 + 20 * q, acc[0][2 * sl + 1]);                    \
+                if (pair) {                                                                        \
+                    acc[1][2 * sl] = TELE(ul, c1 + 20 * q, acc[1][2 * sl]);                        \
+                    acc[1][2 * sl + 1] = TELE(uh, c1 + 20 * q, acc[1][2 * sl + 1]);                \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int u = 0; u < 1 + pair; u++)                                                         \
+            for (int sl = 0; sl < NS; sl++)                                                        \
+                store8(out + (size_t)(t + u) * s->w->m + row + 8 * sl, acc[u][2 * sl], acc[u][2 * sl + 1], \
+                       s->sums[t + u]);                                                            \
+    }
+T5_SLICES(slices_avx2, tele_avx2, )
+T5_SLICES(slices_avxvnni, tele_avxvnni, AVXVNNI_TARGET)
+
+/* Row chunks of ROW_CHUNK blocks (their weights stay in L2) x token pairs x blocks; a lone token
+ * reads each block once, a pair in two 16-row halves. */
+#define ROW_CHUNK 8
+#define T5_ROWS(NAME, SLICES, TARGET)                                                              \
+    TARGET static void NAME(const tsar_acts *s, int32_t *out, int m0, int m1) {                    \
+        const int nq = quads(s->w);                                                                \
+        int16_t *c = coefficients(s, nq);                                                          \
+        for (int r0 = m0; r0 < m1; r0 += 32 * ROW_CHUNK) {                                         \
+            const int r1 = r0 + 32 * ROW_CHUNK < m1 ? r0 + 32 * ROW_CHUNK : m1;                    \
+            for (int t = 0; t < s->n; t += 2) {                                                    \
+                const int16_t *ct = c + (size_t)20 * nq * t;                                       \
+                for (int r = r0; r < r1; r += 32) {                                                \
+                    const uint8_t *wb = s->w->w + (size_t)(r / 32) * nq * QUAD_BYTES;              \
+                    if (t + 1 < s->n) {                                                            \
+                        SLICES(s, out, wb, ct, nq, r, t, 2, 1);                                    \
+                        SLICES(s, out, wb + 64, ct, nq, r + 16, t, 2, 1);                          \
+                    } else {                                                                       \
+                        SLICES(s, out, wb, ct, nq, r, t, 4, 0);                                    \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        free(c);                                                                                   \
+    }
+T5_ROWS(rows_avx2, slices_avx2, )
+T5_ROWS(rows_avxvnni, slices_avxvnni, AVXVNNI_TARGET)
+
+/* ---------------- AVX-512 VBMI ---------------- */
+
+static uint8_t FIELDS[128] __attribute__((aligned(64)));   /* magnitude index -> t0..t3 in 2-bit fields */
+static uint8_t TOP[64] __attribute__((aligned(64)));       /* (sign, index / 4) -> t4 */
+
+__attribute__((constructor)) static void init_tables(void) {
+    for (int idx = 0; idx < 128; idx++) {
+        int f = 0x55;                                        /* unused indices: all codes 1 (zero) */
+        if (idx >= 3 && idx <= 124) {
+            int r = idx - 3;
+            f = 0;
+            for (int i = 0; i < 4; i++) {
+                int d = r % 3;
+                if (d == 2) d = -1;
+                f |= (d + 1) << (2 * i);
+                r = (r - d) / 3;
+            }
+        }
+        FIELDS[idx] = (uint8_t)f;
+    }
+    for (int j = 0; j < 64; j++) {
+        const int top = (j & 31) >= 11;                      /* |v| >= 41 <=> index >= 44 */
+        TOP[j] = (uint8_t)((j & 32) ? 1 - top : 1 + top);
+    }
+}
+
+typedef struct { __m512i flo, fhi, top, aa, m03, m0c, m30, mc0; } dec512_consts;
+
+VBMI_TARGET static inline dec512_consts dec512_init(void) {
+    dec512_consts c;
+    c.flo = _mm512_load_si512((const void *)FIELDS);
+    c.fhi = _mm512_load_si512((const void *)(FIELDS + 64));
+    c.top = _mm512_load_si512((const void *)TOP);
+    c.aa = _mm512_set1_epi8((char)0xAA);
+    c.m03 = _mm512_set1_epi8(0x03);
+    c.m0c = _mm512_set1_epi8(0x0C);
+    c.m30 = _mm512_set1_epi8(0x30);
+    c.mc0 = _mm512_set1_epi8((char)0xC0);
+    return c;
+}
+
+/* The four low codes of 64 code bytes in 2-bit fields (f), and their top codes. */
+VBMI_TARGET static inline __attribute__((always_inline)) __m512i dec512_fields(__m512i b, const dec512_consts *c) {
+    const __m512i f = _mm512_permutex2var_epi8(c->flo, b, c->fhi);
+    return _mm512_mask_sub_epi8(f, _mm512_movepi8_mask(b), c->aa, f);
+}
+
+VBMI_TARGET static inline __attribute__((always_inline)) __m512i dec512_top(__m512i b, const dec512_consts *c) {
+    return _mm512_permutexvar_epi8(_mm512_srli_epi16(b, 2), c->top);
+}
+
+/* Rows o[0..16) from the five sums of a tile: codes times 1, 4, 16, 64 and the top code. */
+VBMI_TARGET static inline void finish512(const __m512i *acc, int32_t *o, int32_t sum) {
+    __m512i r = _mm512_add_epi32(acc[0], acc[4]);
+    r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[1], 2));
+    r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[2], 4));
+    r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[3], 6));
+    _mm512_storeu_si512((void *)o, _mm512_sub_epi32(r, _mm512_set1_epi32(sum)));
+}
+
+/* Two or three tokens: one 32-row block, decoded once per tile for every token. acc[u][h][f]: token
+ * u, tile h (rows 16h..16h+15), sums of codes times 1, 4, 16, 64 (f = 0..3) and of the top code. */
+VBMI_TARGET static inline __attribute__((always_inline)) void gemv_block512(
+        const tsar_acts *s, int32_t *out, const uint8_t *wb, int nq, int row0, int t, const int NT) {
+    const dec512_consts c = dec512_init();
+    const int32_t *a[3];
+    __m512i acc[3][2][5];
+    for (int u = 0; u < NT; u++) {
+        a[u] = (const int32_t *)(s->prep + s->prep_stride * (t + u));
+        for (int h = 0; h < 2; h++)
+            for (int f = 0; f < 5; f++) acc[u][h][f] = _mm512_setzero_si512();
+    }
+    for (int q = 0; q < nq; q++) {
+        const uint8_t *p = wb + QUAD_BYTES * (size_t)q;
+        for (int h = 0; h < 2; h++) {
+            const __m512i b = _mm512_loadu_si512((const void *)(p + 64 * h));
+            const __m512i f = dec512_fields(b, &c), top = dec512_top(b, &c);
+            const __m512i f0 = _mm512_and_si512(f, c.m03), f1 = _mm512_and_si512(f, c.m0c);
+            const __m512i f2 = _mm512_and_si512(f, c.m30), f3 = _mm512_and_si512(f, c.mc0);
+            for (int u = 0; u < NT; u++) {
+                const int32_t *x = a[u] + 5 * q;
+                acc[u][h][0] = _mm512_dpbusd_epi32(acc[u][h][0], f0, _mm512_set1_epi32(x[0]));
+                acc[u][h][1] = _mm512_dpbusd_epi32(acc[u][h][1], f1, _mm512_set1_epi32(x[1]));
+                acc[u][h][2] = _mm512_dpbusd_epi32(acc[u][h][2], f2, _mm512_set1_epi32(x[2]));
+                acc[u][h][3] = _mm512_dpbusd_epi32(acc[u][h][3], f3, _mm512_set1_epi32(x[3]));
+                acc[u][h][4] = _mm512_dpbusd_epi32(acc[u][h][4], top, _mm512_set1_epi32(x[4]));
+            }
+        }
+    }
+    for (int u = 0; u < NT; u++)
+        for (int h = 0; h < 2; h++)
+            finish512(acc[u][h], out + (size_t)(t + u) * s->w->m + row0 + 16 * h, s->sums[t + u]);
+}
+
+/* One token, in assembly (gcc 12 copies every vpdpbusd sum through another register once per
+ * step). Two 32-row blocks from the two halves of the rows go together: their weights are two long
+ * sequential streams, fetched from DRAM or L3 concurrently and prefetched T5_PF512 bytes ahead
+ * (measured here, 6912 x 2560 from DRAM: one stream without software prefetch 5.8 GB/s, two
+ * streams 8.0, two streams with prefetch 9.5-11.6). Registers: zmm0-15 the sums, four per tile
+ * (codes times 1 with the top code, 4, 16, 64); zmm16-23 tables and masks; zmm24-28 the quad's
+ * activation dwords; zmm29-31 temporaries. ADDR: the tile's 64 code bytes. */
+#define T5_TILE(ADDR, S0, S1, S2, S3)                                                              \
+    "vmovdqu64 " ADDR ", %%zmm29\n\t"                                                              \
+    "vmovdqu64 " ADDR ", %%zmm30\n\t"                                                              \
+    "vpmovb2m %%zmm29, %%k1\n\t"                                                                   \
+    "vpermi2b %%zmm17, %%zmm16, %%zmm30\n\t"                                                       \
+    "vpsrlw $2, %%zmm29, %%zmm29\n\t"                                                              \
+    "vpermb %%zmm18, %%zmm29, %%zmm29\n\t"                                                         \
+    "vpsubb %%zmm30, %%zmm19, %%zmm30%{%%k1%}\n\t"                                                 \
+    "vpdpbusd %%zmm28, %%zmm29, %%zmm" #S0 "\n\t"                                                  \
+    "vpandd %%zmm20, %%zmm30, %%zmm31\n\t"                                                         \
+    "vpdpbusd %%zmm24, %%zmm31, %%zmm" #S0 "\n\t"                                                  \
+    "vpandd %%zmm21, %%zmm30, %%zmm31\n\t"                                                         \
+    "vpdpbusd %%zmm25, %%zmm31, %%zmm" #S1 "\n\t"                                                  \
+    "vpandd %%zmm22, %%zmm30, %%zmm31\n\t"                                                         \
+    "vpdpbusd %%zmm26, %%zmm31, %%zmm" #S2 "\n\t"                                                  \
+    "vpandd %%zmm23, %%zmm30, %%zmm30\n\t"                                                         \
+    "vpdpbusd %%zmm27, %%zmm30, %%zmm" #S3 "\n\t"
+#define T5_STORE(R) "vmovdqa64 %%zmm" #R ", " #R "*64(%[res])\n\t"
+#ifndef T5_PF512
+#define T5_PF512 2048
+#endif
+#define T5_STR2(x) #x
+#define T5_STR(x) T5_STR2(x)
+#define T5_PF(ADDR) "prefetcht0 " T5_STR(T5_PF512) ADDR "\n\t"
+#define T5_Z(R) "vpxord %%xmm" #R ", %%xmm" #R ", %%xmm" #R "\n\t"
+#define T5_GEMV_ASM(ZERO, BODY, STORE)                                                             \
+    __asm__ volatile(                                                                              \
+        "vmovdqa64 (%[fields]), %%zmm16\n\t"                                                       \
+        "vmovdqa64 64(%[fields]), %%zmm17\n\t"                                                     \
+        "vmovdqa64 (%[top]), %%zmm18\n\t"                                                          \
+        "vpbroadcastb %[aa], %%zmm19\n\t"                                                          \
+        "vpbroadcastb %[m03], %%zmm20\n\t"                                                         \
+        "vpbroadcastb %[m0c], %%zmm21\n\t"                                                         \
+        "vpbroadcastb %[m30], %%zmm22\n\t"                                                         \
+        "vpbroadcastb %[mc0], %%zmm23\n\t"                                                         \
+        ZERO                                                                                       \
+        "testq %[nq], %[nq]\n\t"                                                                   \
+        "jz 2f\n\t"                                                                                \
+        ".p2align 5\n"                                                                             \
+        "1:\n\t"                                                                                   \
+        "vpbroadcastd (%[a]), %%zmm24\n\t"                                                         \
+        "vpbroadcastd 4(%[a]), %%zmm25\n\t"                                                        \
+        "vpbroadcastd 8(%[a]), %%zmm26\n\t"                                                        \
+        "vpbroadcastd 12(%[a]), %%zmm27\n\t"                                                       \
+        "vpbroadcastd 16(%[a]), %%zmm28\n\t"                                                       \
+        BODY                                                                                       \
+        "subq $-128, %[w]\n\t"                                                                     \
+        "addq $20, %[a]\n\t"                                                                       \
+        "decq %[nq]\n\t"                                                                           \
+        "jnz 1b\n"                                                                                 \
+        "2:\n\t"                                                                                   \
+        STORE                                                                                      \
+        : [w] "+r"(w), [a] "+r"(a), [nq] "+r"(nq)                                                  \
+        : [bs] "r"(bs), [fields] "r"(FIELDS), [top] "r"(TOP), [res] "r"(acc), [aa] "m"(aa),        \
+          [m03] "m"(m03), [m0c] "m"(m0c), [m30] "m"(m30), [mc0] "m"(mc0)                            \
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",  \
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", \
+          "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", \
+          "xmm31", "k1", "cc", "memory")
+
+VBMI_TARGET static inline void finish4(const __m512i *acc, int32_t *o, int32_t sum) {
+    __m512i r = _mm512_add_epi32(acc[0], _mm512_srai_epi32(acc[1], 2));
+    r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[2], 4));
+    r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[3], 6));
+    _mm512_storeu_si512((void *)o, _mm512_sub_epi32(r, _mm512_set1_epi32(sum)));
+}
+
+/* One token, the 32-row block at wb (rows from row0) and, when nb is 2, the one bs bytes further
+ * (rows from row1). */
+VBMI_TARGET static void gemv1_blocks512(const tsar_acts *s, int32_t *out, const uint8_t *wb, long nq, long bs,
+                                        int row0, int row1, int nb) {
+    __m512i acc[16];
+    const uint8_t *w = wb;
+    const int32_t *a = (const int32_t *)s->prep;
+    const uint8_t aa = 0xAA, m03 = 0x03, m0c = 0x0C, m30 = 0x30, mc0 = 0xC0;
+    if (nb == 2) {
+        T5_GEMV_ASM(T5_Z(0) T5_Z(1) T5_Z(2) T5_Z(3) T5_Z(4) T5_Z(5) T5_Z(6) T5_Z(7) T5_Z(8) T5_Z(9)
+                    T5_Z(10) T5_Z(11) T5_Z(12) T5_Z(13) T5_Z(14) T5_Z(15),
+                    T5_PF("(%[w])") T5_PF("+64(%[w])") T5_PF("(%[w],%[bs])") T5_PF("+64(%[w],%[bs])")
+                    T5_TILE("(%[w])", 0, 1, 2, 3) T5_TILE("64(%[w])", 4, 5, 6, 7)
+                    T5_TILE("(%[w],%[bs])", 8, 9, 10, 11) T5_TILE("64(%[w],%[bs])", 12, 13, 14, 15),
+                    T5_STORE(0) T5_STORE(1) T5_STORE(2) T5_STORE(3) T5_STORE(4) T5_STORE(5) T5_STORE(6)
+                    T5_STORE(7) T5_STORE(8) T5_STORE(9) T5_STORE(10) T5_STORE(11) T5_STORE(12)
+                    T5_STORE(13) T5_STORE(14) T5_STORE(15));
+    } else {
+        T5_GEMV_ASM(T5_Z(0) T5_Z(1) T5_Z(2) T5_Z(3) T5_Z(4) T5_Z(5) T5_Z(6) T5_Z(7),
+                    T5_PF("(%[w])") T5_PF("+64(%[w])")
+                    T5_TILE("(%[w])", 0, 1, 2, 3) T5_TILE("64(%[w])", 4, 5, 6, 7),
+                    T5_STORE(0) T5_STORE(1) T5_STORE(2) T5_STORE(3) T5_STORE(4) T5_STORE(5) T5_STORE(6)
+                    T5_STORE(7));
+    }
+    finish4(acc, out + row0, s->sums[0]);
+    finish4(acc + 4, out + row0 + 16, s->sums[0]);
+    if (nb == 2) {
+        finish4(acc + 8, out + row1, s->sums[0]);
+        finish4(acc + 12, out + row1 + 16, s->sums[0]);
+    }
+}
+
+/* Decode a 32-row block into plain codes: dec[(5q + i) * 128 + 64h] holds code i of tile h. */
+VBMI_TARGET static void decode_block512(const uint8_t *wb, int nq, uint8_t *dec) {
+    const dec512_consts c = dec512_init();
+    for (int q = 0; q < nq; q++)
+        for (int h = 0; h < 2; h++) {
+            const __m512i b = _mm512_loadu_si512((const void *)(wb + QUAD_BYTES * (size_t)q + 64 * h));
+            const __m512i f = dec512_fields(b, &c);
+            uint8_t *d = dec + (size_t)640 * q + 64 * h;
+            _mm512_store_si512((void *)d, _mm512_and_si512(f, c.m03));
+            _mm512_store_si512((void *)(d + 128), _mm512_and_si512(_mm512_srli_epi16(f, 2), c.m03));
+            _mm512_store_si512((void *)(d + 256), _mm512_and_si512(_mm512_srli_epi16(f, 4), c.m03));
+            _mm512_store_si512((void *)(d + 384), _mm512_and_si512(_mm512_srli_epi16(f, 6), c.m03));
+            _mm512_store_si512((void *)(d + 512), dec512_top(b, &c));
+        }
+}
+
+/* The GEMM micro-kernel in assembly: 12 tokens (zmm0-11: tile 0, zmm12-23: tile 1), 8 (zmm0-7,
+ * zmm12-19) or 4 (zmm0-3, zmm12-15) against decoded codes. Per step two code vectors and one broadcast activation
+ * dword per token: 2 vpdpbusd per load. The sums are loaded from and stored back to acc (the steps
+ * of a block go in chunks that keep their codes in L1). x: the token group's dwords, T per step. */
+#define T5_G(U, V)                                                                                 \
+    "vpbroadcastd " #U "*4(%[x]), %%zmm26\n\t"                                                     \
+    "vpdpbusd %%zmm26, %%zmm24, %%zmm" #U "\n\t"                                                   \
+    "vpdpbusd %%zmm26, %%zmm25, %%zmm" #V "\n\t"
+#define T5_LOAD(R) "vmovdqa64 " #R "*64(%[res]), %%zmm" #R "\n\t"
+#define T5_GEMM_ASM(LOAD, BODY, STORE, XS)                                                         \
+    __asm__ volatile(                                                                              \
+        LOAD                                                                                       \
+        ".p2align 5\n"                                                                             \
+        "1:\n\t"                                                                                   \
+        "vmovdqa64 (%[d]), %%zmm24\n\t"                                                            \
+        "vmovdqa64 64(%[d]), %%zmm25\n\t"                                                          \
+        BODY                                                                                       \
+        "subq $-128, %[d]\n\t"                                                                     \
+        "addq $" #XS ", %[x]\n\t"                                                                  \
+        "decq %[st]\n\t"                                                                           \
+        "jnz 1b\n\t"                                                                               \
+        STORE                                                                                      \
+        : [d] "+r"(d), [x] "+r"(x), [st] "+r"(st)                                                  \
+        : [res] "r"(acc)                                                                           \
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",  \
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", \
+          "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "cc", "memory")
+#define T5_ACC12(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11) M(12) M(13) M(14) \
+    M(15) M(16) M(17) M(18) M(19) M(20) M(21) M(22) M(23)
+#define T5_ACC8(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(12) M(13) M(14) M(15) M(16) M(17) M(18) M(19)
+#define T5_ACC4(M) M(0) M(1) M(2) M(3) M(12) M(13) M(14) M(15)
+
+/* T (12, 8 or 4) tokens, st >= 1 steps of decoded codes from dec; acc[u] / acc[12 + u]: tiles 0 / 1. */
+VBMI_TARGET static void gemm_tokens512(const uint8_t *dec, const int32_t *x, long st, const int T, __m512i *acc) {
+    const uint8_t *d = dec;
+    if (T == 12)
+        T5_GEMM_ASM(T5_ACC12(T5_LOAD),
+                    T5_G(0, 12) T5_G(1, 13) T5_G(2, 14) T5_G(3, 15) T5_G(4, 16) T5_G(5, 17)
+                    T5_G(6, 18) T5_G(7, 19) T5_G(8, 20) T5_G(9, 21) T5_G(10, 22) T5_G(11, 23),
+                    T5_ACC12(T5_STORE), 48);
+    else if (T == 8)
+        T5_GEMM_ASM(T5_ACC8(T5_LOAD),
+                    T5_G(0, 12) T5_G(1, 13) T5_G(2, 14) T5_G(3, 15) T5_G(4, 16) T5_G(5, 17)
+                    T5_G(6, 18) T5_G(7, 19),
+                    T5_ACC8(T5_STORE), 32);
+    else
+        T5_GEMM_ASM(T5_ACC4(T5_LOAD), T5_G(0, 12) T5_G(1, 13) T5_G(2, 14) T5_G(3, 15), T5_ACC4(T5_STORE), 16);
+}
+
+#define GEMM_CHUNK 160       /* steps (32 quads: 20 KiB of codes) per pass over the token groups */
+
+/* Tokens in groups of 12, then one of 8 or 4 (the last one padded with zero activations); group
+ * g's activations are stored step-major, T dwords a step, from its first token t0 times steps. */
+VBMI_TARGET static void gemm512(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    const int nq = quads(s->w), steps = 5 * nq, n = s->n, n4 = (n + 3) & ~3;
+    const int ng12 = n4 / 12, ng = ng12 + (n4 > 12 * ng12), tail = n4 - 12 * ng12;
+    uint8_t *dec = aligned_alloc(TSAR_ALIGN, tsar_round_up((size_t)640 * nq, TSAR_ALIGN) + TSAR_ALIGN);
+    int32_t *ail = aligned_alloc(TSAR_ALIGN, tsar_round_up(sizeof(int32_t) * steps * n4, TSAR_ALIGN) + TSAR_ALIGN);
+    __m512i *acc = aligned_alloc(TSAR_ALIGN, sizeof(__m512i) * 24 * ng);
+    if (!dec || !ail || !acc) __builtin_trap();
+    for (int g = 0; g < ng; g++) {
+        const int t0 = 12 * g, T = g < ng12 ? 12 : tail;
+        int32_t *x = ail + (size_t)steps * t0;
+        for (int u = 0; u < T; u++) {
+            const int32_t *a = (const int32_t *)(s->prep + s->prep_stride * (t0 + u < n ? t0 + u : 0));
+            for (int st = 0; st < steps; st++) x[(size_t)st * T + u] = t0 + u < n ? a[st] : 0;
+        }
+    }
+    for (int r = m0; r < m1; r += 32) {
+        decode_block512(s->w->w + (size_t)(r / 32) * nq * QUAD_BYTES, nq, dec);
+        for (int i = 0; i < 24 * ng; i++) acc[i] = _mm512_setzero_si512();
+        for (int c0 = 0; c0 < steps; c0 += GEMM_CHUNK) {
+            const int cs = steps - c0 < GEMM_CHUNK ? steps - c0 : GEMM_CHUNK;
+            for (int g = 0; g < ng; g++) {
+                const int t0 = 12 * g, T = g < ng12 ? 12 : tail;
+                gemm_tokens512(dec + (size_t)128 * c0, ail + (size_t)steps * t0 + (size_t)c0 * T, cs, T,
+                               acc + 24 * g);
+            }
+        }
+        for (int g = 0; g < ng; g++) {
+            const int t0 = 12 * g, T = g < ng12 ? 12 : tail;
+            for (int u = 0; u < T && t0 + u < n; u++) {
+                const __m512i sum = _mm512_set1_epi32(s->sums[t0 + u]);
+                int32_t *o = out + (size_t)(t0 + u) * s->w->m + r;
+                _mm512_storeu_si512((void *)o, _mm512_sub_epi32(acc[24 * g + u], sum));
+                _mm512_storeu_si512((void *)(o + 16), _mm512_sub_epi32(acc[24 * g + 12 + u], sum));
+            }
+        }
+    }
+    free(acc);
+    free(ail);
+    free(dec);
+}
+
+VBMI_TARGET static void rows_vbmi(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    if (s->n >= GEMM_MIN_N) { gemm512(s, out, m0, m1); return; }
+    const int nq = quads(s->w);
+    const long bs = (long)nq * QUAD_BYTES;
+    const uint8_t *w0 = s->w->w + (size_t)(m0 / 32) * bs;
+    const int nblk = (m1 - m0) / 32;
+    if (s->n == 1) {
+        /* Block i with block i + half: two long sequential streams. */
+        const int half = nblk / 2;
+        for (int i = 0; i < half; i++)
+            gemv1_blocks512(s, out, w0 + (size_t)i * bs, nq, bs * half, m0 + 32 * i, m0 + 32 * (i + half), 2);
+        if (nblk & 1)
+            gemv1_blocks512(s, out, w0 + (size_t)(nblk - 1) * bs, nq, 0, m1 - 32, 0, 1);
+        return;
+    }
+    for (int i = 0; i < nblk; i++) {
+        if (s->n == 3) gemv_block512(s, out, w0 + (size_t)i * bs, nq, m0 + 32 * i, 0, 3);
+        else gemv_block512(s, out, w0 + (size_t)i * bs, nq, m0 + 32 * i, 0, 2);
+    }
+}
+
+/* The AVX-512 level (F/BW/VL/VNNI) does not imply VBMI (Skylake-SP and Cascade Lake lack it):
+ * those CPUs run the AVX2 rows. */
+static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    static int vbmi = -1;
+    if (vbmi < 0) {
+        __builtin_cpu_init();
+        vbmi = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
+    }
+    if (vbmi) rows_vbmi(s, out, m0, m1);
+    else rows_avx2(s, out, m0, m1);
 }
 
 const tsar_kernel tsar_kernel_trit5 = {
-    .row_unit = 32, .prep_size = prep_size, .prep = prep, .rows = {NULL, rows_avx2, rows_avx512},
+    .row_unit = 32, .prep_size = prep_size, .prep = prep,
+    .rows = {[TSAR_ISA_AVX2] = rows_avx2, [TSAR_ISA_AVX512] = rows_avx512, [TSAR_ISA_AVXVNNI] = rows_avxvnni},
     .check = check};

@@ -148,18 +148,20 @@ def test_int8_peak_and_percent_of_peak():
     assert "% peak" in table and "int8 multiply-add peak" in table
 
 
-@pytest.mark.parametrize("isa", ["avx2", "avx512"])
-@pytest.mark.parametrize("name", ["int2", "dense"])
+@pytest.mark.parametrize("isa", ["avx2", "avx512", "avxvnni"])
+@pytest.mark.parametrize("name", ["int2", "dense", "trit5"])
 def test_token_blocked_gemm_paths_exact(name, isa):
     """Token and row counts that exercise every block remainder of the GEMM paths (int2: decoded
     blocks x token quads on AVX2, token triples on AVX-512; dense: 4 x 2 row-token tiles on AVX2,
-    4 x 4 on AVX-512), random and adversarial (K = 6912 through the token-blocked paths)."""
+    4 x 4 on AVX-512; trit5: 12-, 8- and 4-token groups of decoded codes on AVX-512, token pairs on
+    AVX2 and AVX-VNNI, K not a multiple of 20), random and adversarial (K = 6912 through the
+    token-blocked paths)."""
     _isa_or_skip(name, isa)
     rng = np.random.default_rng(5)
-    m, k = 96, 1024
+    m, k = 96, 1024 if name != "trit5" else 1013
     w = rng.integers(-1, 2, (m, k)).astype(np.int8)
     kern = B.prepare(name, w)
-    for n in (1, 2, 3, 4, 5, 7, 9, 16):
+    for n in (1, 2, 3, 4, 5, 7, 9, 16) + ((13, 25, 30) if name == "trit5" else ()):
         a = rng.integers(-127, 128, (n, k), dtype=np.int8)
         for threads in (1, 3):  # three threads split the rows unevenly
             assert (kern.matmul_int(a, threads, isa) == R.ternary_matmul(w, a)).all(), (n, threads)
