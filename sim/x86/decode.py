@@ -114,15 +114,12 @@ def address_fn(op: Operand, gpr: list[int]) -> Callable[[], int]:
 
 
 def operand_view(op: Operand, gpr: list[int], mem: GuestMemory, dtype: type = np.uint8,
-                 write: bool = False, row: int = 0) -> Callable[[], np.ndarray]:
+                 write: bool = False) -> Callable[[], np.ndarray]:
     """A closure returning the ``op.size`` bytes the memory operand addresses as a view of lanes
     of ``dtype`` (readable, or writable with ``write``), or raising the access's fault: the
     effective address, the page-table bounds check and the typed view in one Python frame, since
     it runs for every vector memory operand. An address that is a multiple of the lane size
-    slices a typed view of the arena (no ``.view`` per access). With ``row``, the view has shape
-    ``(op.size / (row * lane size), row)`` (for the per-dword rows of a dot product)."""
-    if row:
-        return _rows_view(op, gpr, mem, dtype, write, row)
+    slices a typed view of the arena (no ``.view`` per access)."""
     buf, base, limits, fault = mem.buf, mem.base, mem.page_limits(write), mem.fault
     access, shift = "write" if write else "read", PAGE_SHIFT
     n, item = op.size, np.dtype(dtype).itemsize
@@ -200,28 +197,3 @@ def operand_int(op: Operand, gpr: list[int], mem: GuestMemory) -> Callable[[], i
             pass
         raise fault(off + base, n, "read")
     return get
-
-
-def _rows_view(op: Operand, gpr: list[int], mem: GuestMemory, dtype: type, write: bool,
-               row: int) -> Callable[[], np.ndarray]:
-    """:func:`operand_view` shaped ``(count, row)``: a slice of a 2-D view of the arena when the
-    address is a multiple of a row's bytes."""
-    buf, base, limits, fault = mem.buf, mem.base, mem.page_limits(write), mem.fault
-    access, shift = "write" if write else "read", PAGE_SHIFT
-    n, stride = op.size, row * np.dtype(dtype).itemsize
-    count = n // stride
-    rows = buf[:buf.size - buf.size % stride].view(dtype).reshape(-1, row)
-    addr, shape = address_fn(op, gpr), (count, row)
-
-    def view() -> np.ndarray:
-        off = addr() - base
-        try:
-            if off + n <= limits[off >> shift]:
-                if off % stride:
-                    return buf[off:off + n].view(dtype).reshape(shape)
-                first = off // stride
-                return rows[first:first + count]
-        except IndexError:
-            pass
-        raise fault(off + base, n, access)
-    return view

@@ -120,9 +120,9 @@ def movement_closure(name: str, fn: Callable, imm: int | None, dst: Operand, src
     take = np.take
     if zeros.size == 0:
         if not zero_high:
-            return lambda: take(flat, flat_index, out=row)  # mode "raise" buffers: dst may be a source
-        return lambda: (take(flat, flat_index, out=row), high.fill(0))
+            return lambda: take(flat, flat_index, None, row)  # mode "raise" buffers: dst may be a source
+        return lambda: (take(flat, flat_index, None, row), high.fill(0))
     keep = (found >= 0).astype(np.uint8)
     multiply = np.multiply
-    return lambda: (take(flat, flat_index, out=row), multiply(row, keep, out=row),
+    return lambda: (take(flat, flat_index, None, row), multiply(row, keep, row),
                     zero_high and high.fill(0))

@@ -325,39 +325,47 @@ def _shift_closure(name: str, imm: int, dst: Operand, src: Operand, st: CpuState
     if src.kind == "vec":
         a = y[src.reg, :size].view(dt)
         if not zero_high:
-            return lambda: uf(a, count, out=d)
-        return lambda: (uf(a, count, out=d), high.fill(0))
+            return lambda: uf(a, count, d)
+        return lambda: (uf(a, count, d), high.fill(0))
     load = operand_view(src, st.gpr, st.mem, dt)
     if not zero_high:
-        return lambda: uf(load(), count, out=d)
-    return lambda: (uf(load(), count, out=d), high.fill(0))
+        return lambda: uf(load(), count, d)
+    return lambda: (uf(load(), count, d), high.fill(0))
 
 
 def _dot_closure(name: str, dst: Operand, srcs: list[Operand], st: CpuState) -> Closure:
-    """``vpdpbusd`` / ``vpdpwssd`` (wrapping): each dword's products summed by one ``vecdot``
-    over rows of ``per`` lanes (both sources cast to int32 inside it), then added to the
-    accumulator in place."""
+    """``vpdpbusd`` / ``vpdpwssd`` (wrapping): both sources copied into preallocated int32 rows of
+    ``per`` lanes (a slice assignment casts without the buffers a casting ufunc allocates), each
+    dword's products summed by one ``vecdot`` of those, then added to the accumulator in place.
+    Outputs are passed positionally (numpy parses keywords at every call)."""
     t1, t2, per = _DOTS[name]
     size, y = dst.size, st.zmm
     n = size // 4
+    lanes = size // np.dtype(t1).itemsize
     acc = y[dst.reg, :size].view(np.int32)
-    a = y[srcs[1].reg, :size].view(t1).reshape(n, per)
+    a = y[srcs[1].reg, :size].view(t1)
     high, zero_high = y[dst.reg, size:], zeroes_upper(size, st)
-    sums, dot, add, i32 = np.empty(n, np.int32), np.vecdot, np.add, np.int32
+    a32, b32 = np.empty((n, per), np.int32), np.empty((n, per), np.int32)
+    a32f, b32f = a32.reshape(lanes), b32.reshape(lanes)
+    sums, dot, add = np.empty(n, np.int32), np.vecdot, np.add
     if srcs[2].kind == "vec":
-        b = y[srcs[2].reg, :size].view(t2).reshape(n, per)
+        b = y[srcs[2].reg, :size].view(t2)
 
         def run_reg() -> None:
-            dot(a, b, out=sums, dtype=i32)
-            add(acc, sums, out=acc)
+            a32f[...] = a
+            b32f[...] = b
+            dot(a32, b32, sums)
+            add(acc, sums, acc)
             if zero_high:
                 high.fill(0)
         return run_reg
-    load = operand_view(srcs[2], st.gpr, st.mem, t2, row=per)
+    load = operand_view(srcs[2], st.gpr, st.mem, t2)
 
     def run_mem() -> None:
-        dot(a, load(), out=sums, dtype=i32)
-        add(acc, sums, out=acc)
+        a32f[...] = a
+        b32f[...] = load()
+        dot(a32, b32, sums)
+        add(acc, sums, acc)
         if zero_high:
             high.fill(0)
     return run_mem
