@@ -19,12 +19,23 @@ static int check(const tsar_weights *w) { return w->m % 32 || w->k % 4; }
 static size_t prep_size(const tsar_weights *w) { (void)w; return 0; }
 static void prep(const tsar_acts *s, int t) { (void)s; (void)t; }
 
+/* The 32 outputs of row block mb for token t from its four field sums (fields 1 and 3 hold
+ * codes x4: shifted back), less the token's activation sum (the codes' +1 bias). */
+static inline __attribute__((always_inline)) void store_block(const tsar_acts *s, int32_t *out,
+                                                              const __m256i r[4], int mb, int t) {
+    const __m256i sum = _mm256_set1_epi32(s->sums[t]);
+    int32_t *o = out + (size_t)t * s->w->m + (size_t)mb * 32;
+    _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(r[0], sum));
+    _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(r[1], 2), sum));
+    _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(r[2], sum));
+    _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(r[3], 2), sum));
+}
+
 /* One 32-row block for tokens t and, when pair is set, t + 1: each loaded and decoded weight
  * vector feeds both tokens' multiply-adds (int16 partial sums, widened into int32 every FLUSH steps). */
 static inline __attribute__((always_inline)) void block_avx2(const tsar_acts *s, int32_t *out,
                                                             const uint8_t *wb, int kq, int mb, int t,
                                                             int pair) {
-    const tsar_weights *w = s->w;
     const __m256i m3 = _mm256_set1_epi8(0x03), mc = _mm256_set1_epi8(0x0c);
     const __m256i one = _mm256_set1_epi16(1);
     const int8_t *a0 = s->act + s->act_stride * t;
@@ -64,22 +75,13 @@ static inline __attribute__((always_inline)) void block_avx2(const tsar_acts *s,
         acc[6] = _mm256_add_epi32(acc[6], _mm256_madd_epi16(q2, one));
         acc[7] = _mm256_add_epi32(acc[7], _mm256_madd_epi16(q3, one));
     }
-    for (int u = 0; u < 1 + pair; u++) {
-        const __m256i sum = _mm256_set1_epi32(s->sums[t + u]);
-        const __m256i *r = acc + 4 * u;
-        int32_t *o = out + (size_t)(t + u) * w->m + (size_t)mb * 32;
-        _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(r[0], sum));
-        _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(r[1], 2), sum));
-        _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(r[2], sum));
-        _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(r[3], 2), sum));
-    }
+    for (int u = 0; u < 1 + pair; u++) store_block(s, out, acc + 4 * u, mb, t + u);
 }
 
 /* AVX-VNNI (the VEX vpdpbusd of Intel's AI-PC cores, Gracemont and Zen 5): the AVX2 block with
  * each pmaddubsw + add pair replaced by one vpdpbusd into int32 (no int16 partials, no flush). */
 AVXVNNI_TARGET static inline __attribute__((always_inline)) void block_avxvnni(
         const tsar_acts *s, int32_t *out, const uint8_t *wb, int kq, int mb, int t, int pair) {
-    const tsar_weights *w = s->w;
     const __m256i m3 = _mm256_set1_epi8(0x03), mc = _mm256_set1_epi8(0x0c);
     const int8_t *a0 = s->act + s->act_stride * t;
     const int8_t *a1 = pair ? a0 + s->act_stride : a0;
@@ -125,15 +127,7 @@ AVXVNNI_TARGET static inline __attribute__((always_inline)) void block_avxvnni(
     }
     if (!pair)
         for (int f = 0; f < 4; f++) acc[f] = _mm256_add_epi32(acc[f], acc[4 + f]);
-    for (int u = 0; u < 1 + pair; u++) {
-        const __m256i sum = _mm256_set1_epi32(s->sums[t + u]);
-        const __m256i *r = acc + 4 * u;
-        int32_t *o = out + (size_t)(t + u) * w->m + (size_t)mb * 32;
-        _mm256_storeu_si256((__m256i *)o, _mm256_sub_epi32(r[0], sum));
-        _mm256_storeu_si256((__m256i *)(o + 8), _mm256_sub_epi32(_mm256_srai_epi32(r[1], 2), sum));
-        _mm256_storeu_si256((__m256i *)(o + 16), _mm256_sub_epi32(r[2], sum));
-        _mm256_storeu_si256((__m256i *)(o + 24), _mm256_sub_epi32(_mm256_srai_epi32(r[3], 2), sum));
-    }
+    for (int u = 0; u < 1 + pair; u++) store_block(s, out, acc + 4 * u, mb, t + u);
 }
 
 /* Weight-block-outer, tokens inner, in pairs (as the AVX2 GEMV path), for every N. */

@@ -318,21 +318,36 @@ def _raised_to(ports: dict[str, float], tp: float, mach: CoreDescription) -> dic
     return out
 
 
+def _dump_over(name: str, dump_text: str, uops_rows: list[Row]
+               ) -> tuple[CoreDescription, dict[tuple[str, tuple[str, ...]], Row],
+                          dict[tuple[str, tuple[str, ...]], Row], dict[tuple[str, tuple[str, ...]], str]]:
+    """The core, a dump's rows, the uops.info rows by key and every dump row's source."""
+    rows = measured_rows(dump_text)
+    return (core_description(name), rows, {(r.mnemonic, r.operands): r for r in uops_rows},
+            dict.fromkeys(rows, "instlatx64"))
+
+
+def _passes(row: Row, mach: CoreDescription) -> int:
+    """Datapath passes of a row's widest vector operand on ``mach``."""
+    return max(1, math.ceil(build.vector_bits(row) / mach.vector_datapath_bits))
+
+
+def _latency_from(row: Row, ref: Row | None) -> None:
+    """A dump row without latency (loads: "[memory dep.]") takes the uops.info row's."""
+    if ref and row.latency is None and row.latency_max is None:
+        row.latency, row.latency_max = ref.latency, ref.latency_max
+
+
 def build_zen4(dump_text: str, uops_rows: list[Row]) -> list[tuple[Row, str]]:
     """Zen 4 rows with their ``source`` (``instlatx64`` or ``uops.info:zen4``): the Ryzen 9 7950X
     dump's latency and throughput over the uops.info table, whose throughput column (the
     port-derived value) misses the split of 512-bit operations; ports from uops.info where the
     form has them, raised to the measured throughput, else derived from the core's class groups."""
-    mach = core_description("zen4")
-    rows = measured_rows(dump_text)
-    uinfo = {(r.mnemonic, r.operands): r for r in uops_rows}
-    sources = {key: "instlatx64" for key in rows}
+    mach, rows, uinfo, sources = _dump_over("zen4", dump_text, uops_rows)
     for key, r in rows.items():
         ref = uinfo.get(key)
-        passes = max(1, math.ceil(build.vector_bits(r) / mach.vector_datapath_bits))
-        r.uops = ref.uops if ref else (_uops_from(uinfo, r) or float(passes))
-        if ref and r.latency is None and r.latency_max is None:  # e.g. loads: "[memory dep.]"
-            r.latency, r.latency_max = ref.latency, ref.latency_max
+        r.uops = ref.uops if ref else (_uops_from(uinfo, r) or float(_passes(r, mach)))
+        _latency_from(r, ref)
         if build.exec_class(r) == "none" and build.memory_role(r)[0] == "load" and r.latency_max is None:
             r.latency, r.latency_max = 0.0, (mach.load_latency if build.vector_bits(r) else 4.0)
     for key, r in uinfo.items():
@@ -368,16 +383,11 @@ def build_zen4(dump_text: str, uops_rows: list[Row]) -> list[tuple[Row, str]]:
 
 def build_gracemont(dump_text: str, uops_rows: list[Row]) -> list[tuple[Row, str]]:
     """Gracemont rows with their ``source`` (``instlatx64`` or ``uops.info:gracemont``)."""
-    mach = core_description("gracemont")
-    rows = measured_rows(dump_text)
-    uinfo = {(r.mnemonic, r.operands): r for r in uops_rows}
-    sources = {key: "instlatx64" for key in rows}
+    mach, rows, uinfo, sources = _dump_over("gracemont", dump_text, uops_rows)
     for key, r in rows.items():
         ref = uinfo.get(key)
-        passes = max(1, math.ceil(build.vector_bits(r) / mach.vector_datapath_bits))
-        r.uops, r.unfused = (ref.uops, ref.unfused) if ref else (float(passes), None)
-        if ref and r.latency is None and r.latency_max is None:  # e.g. loads: "[memory dep.]"
-            r.latency, r.latency_max = ref.latency, ref.latency_max
+        r.uops, r.unfused = (ref.uops, ref.unfused) if ref else (float(_passes(r, mach)), None)
+        _latency_from(r, ref)
     for key, r in uinfo.items():
         if key not in rows:
             rows[key] = r

@@ -25,10 +25,10 @@ from tsar.simulate.counts import (
     simulated_counts,
 )
 from tsar.simulate.native_kernel import (
-    K_PERIODS,
     NATIVE_SIM_KERNELS,
     SIM_KERNELS,
     TOKEN_GROUPS,
+    k_period,
     packed_weight_bytes,
     simulate_native,
 )
@@ -157,7 +157,7 @@ def test_loop_forms_replay() -> None:
 # --- native cores ----------------------------------------------------------------------------------
 def _native_shape(kernel: str, axis: str) -> tuple[int, int, int]:
     rows = ROW_UNIT if kernel in ("tl2", "tl1") else 32   # the TL cores' row block, others' 32
-    period = K_PERIODS[kernel]
+    period = k_period(kernel)
     if axis == "tokens":
         return (12 if kernel in TOKEN_GROUPS else 3), rows, 256
     if axis == "M":

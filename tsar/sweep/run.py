@@ -55,6 +55,8 @@ COLUMNS = ("variant", *DESIGN_COLUMNS, "bits_per_weight", "model", "platform", "
            "tsar_kernel", "tsar", "tl2", "unit", "speedup", "native_kernel", "native", "speedup_native",
            "area_nand2", "area_overhead_pct")
 _INT_COLUMNS = (*(f.name for f in fields(TsarConfig) if f.type in (int, "int")), "threads")
+_FLOAT_COLUMNS = ("bits_per_weight", "tsar", "tl2", "speedup", "native", "speedup_native", "area_nand2",
+                  "area_overhead_pct")
 """The tidy table's columns: one row per (variant, model, platform, threads, phase). ``tsar`` and
 ``tl2``: decode tokens/s or prefill seconds (128 tokens), per ``unit``; ``speedup`` > 1 when T-SAR
 wins; ``native_kernel``, ``native``, ``speedup_native``: the best native kernel of the platform's
@@ -312,7 +314,7 @@ def read_csv(path: Path) -> list[dict]:
                 r[k] = None
             elif k in _INT_COLUMNS:
                 r[k] = int(v)
-            elif k in ("bits_per_weight", "tsar", "tl2", "speedup", "area_nand2", "area_overhead_pct"):
+            elif k in _FLOAT_COLUMNS:
                 r[k] = float(v)
     return rows
 
