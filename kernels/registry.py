@@ -52,7 +52,7 @@ class NativeKernelSpec:
         return self.blocked or self.prepared
 
 
-_PUBLIC = {"prepared": True, "simulated": True, "modelled": False}
+_PUBLIC = {"prepared": True, "simulated": True, "modelled": False, "sim_isas": ("avx2", "avxvnni")}
 """The public ternary formats (tq.c, iqbn.c): activations prepared per token; simulated, not modelled yet."""
 
 NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
@@ -122,4 +122,7 @@ SIMULATED_VARIANTS = tuple(native_label(name, isa) for name in SIMULATED
 platform's cores execute the level, measured where the host does."""
 SIMULATED_PUBLIC = tuple(name for name in SIM_LIBRARY if not NATIVE_KERNELS[name].modelled)
 """The public ternary formats: simulated (exact, counted), not modelled as baselines yet."""
+SIMULATED_PUBLIC_VARIANTS = tuple(native_label(name, isa) for name in SIMULATED_PUBLIC
+                                  for isa in NATIVE_KERNELS[name].sim_isas if isa != "avx2")
+"""The public formats' builds at other ISA levels (simulated and checked, not modelled)."""
 COMPARED = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.compared)

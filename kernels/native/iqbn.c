@@ -71,8 +71,7 @@ static void iq1_rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     tr_rows_avx2(s, out, m0, m1, iq1_decode, 5, 0, 12, 0, iq1_row_bytes(s->w), steps(s->w));
 }
 
-#ifndef TSAR_SIM
-/* AVX-VNNI: the AVX2 decoders through ternary_rows.h's vpdpbusd driver. */
+/* AVX-VNNI: the AVX2 decoders through ternary_rows.h's vpdpbusd driver (native and simulated). */
 AVXVNNI_TARGET static void iq2_rows_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
     tr_rows_avxvnni(s, out, m0, m1, iq2_decode, 4, 1, iq2_row_bytes(s->w), steps(s->w));
 }
@@ -81,6 +80,7 @@ AVXVNNI_TARGET static void iq1_rows_avxvnni(const tsar_acts *s, int32_t *out, in
     tr_rows_avxvnni(s, out, m0, m1, iq1_decode, 5, 0, iq1_row_bytes(s->w), steps(s->w));
 }
 
+#ifndef TSAR_SIM
 /* AVX-512: a 64-byte vector holds four blocks (two steps); with `both` clear the upper half is zero. */
 AVX512_TARGET static inline __attribute__((always_inline)) void iq2_decode512(const uint8_t *row, int i,
                                                                               int both, __m512i *c) {
@@ -118,5 +118,7 @@ const tsar_kernel tsar_kernel_iq1_bn = {
              [TSAR_ISA_AVXVNNI] = iq1_rows_avxvnni}, .check = check};
 #else
 TSAR_SIM_PREP_SUM(iq2_bn, check, iq2_prep_size, iq2_prep, iq2_rows_avx2)
+TSAR_SIM_PREP_SUM(iq2_bn_avxvnni, check, iq2_prep_size, iq2_prep, iq2_rows_avxvnni)
 TSAR_SIM_PREP_SUM(iq1_bn, check, iq1_prep_size, iq1_prep, iq1_rows_avx2)
+TSAR_SIM_PREP_SUM(iq1_bn_avxvnni, check, iq1_prep_size, iq1_prep, iq1_rows_avxvnni)
 #endif

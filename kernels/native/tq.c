@@ -68,8 +68,7 @@ static void tq1_rows_avx2(const tsar_acts *s, int32_t *out, int m0, int m1) {
     tr_rows_avx2(s, out, m0, m1, tq1_decode, 10, 0, 6, 0, tq1_row_bytes(s->w), tq1_steps(s->w));
 }
 
-#ifndef TSAR_SIM
-/* AVX-VNNI: the AVX2 decoders through ternary_rows.h's vpdpbusd driver. */
+/* AVX-VNNI: the AVX2 decoders through ternary_rows.h's vpdpbusd driver (native and simulated). */
 AVXVNNI_TARGET static void tq2_rows_avxvnni(const tsar_acts *s, int32_t *out, int m0, int m1) {
     tr_rows_avxvnni(s, out, m0, m1, tq2_decode, 4, 1, tq2_row_bytes(s->w), tq2_steps(s->w));
 }
@@ -78,6 +77,7 @@ AVXVNNI_TARGET static void tq1_rows_avxvnni(const tsar_acts *s, int32_t *out, in
     tr_rows_avxvnni(s, out, m0, m1, tq1_decode, 10, 0, tq1_row_bytes(s->w), tq1_steps(s->w));
 }
 
+#ifndef TSAR_SIM
 /* AVX-512: a 64-byte vector holds a whole TQ2_0 block (steps 2i, 2i + 1), or the same halves of
  * two TQ1_0 blocks. */
 AVX512_TARGET static inline __attribute__((always_inline)) void tq2_decode512(const uint8_t *row, int i,
@@ -111,5 +111,7 @@ const tsar_kernel tsar_kernel_tq1_0 = {
              [TSAR_ISA_AVXVNNI] = tq1_rows_avxvnni}, .check = check};
 #else
 TSAR_SIM_PREP_SUM(tq2_0, check, tq2_prep_size, tq2_prep, tq2_rows_avx2)
+TSAR_SIM_PREP_SUM(tq2_0_avxvnni, check, tq2_prep_size, tq2_prep, tq2_rows_avxvnni)
 TSAR_SIM_PREP_SUM(tq1_0, check, tq1_prep_size, tq1_prep, tq1_rows_avx2)
+TSAR_SIM_PREP_SUM(tq1_0_avxvnni, check, tq1_prep_size, tq1_prep, tq1_rows_avxvnni)
 #endif

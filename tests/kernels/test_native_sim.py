@@ -106,7 +106,7 @@ EXTREMES = [(127, 1), (-127, 1), (127, -1), (-127, -1)]
 
 
 def test_public_formats_are_simulated_not_compared():
-    from tsar.kernels.registry import NATIVE_KERNELS
+    from tsar.kernels.registry import NATIVE_KERNELS, SIMULATED_PUBLIC_VARIANTS
     from tsar.simulate.native_kernel import (
         NATIVE_SIM_KERNELS,
         NATIVE_SIM_VARIANTS,
@@ -117,7 +117,9 @@ def test_public_formats_are_simulated_not_compared():
     assert NATIVE_SIM_KERNELS == ("tl2", "tl1", "i2s", "int2")
     assert NATIVE_SIM_VARIANTS == ("i2s-avxvnni", "int2-avxvnni", "int2-avx512")
     assert sorted(PUBLIC_FORMAT_SIM_KERNELS) == sorted(PUBLIC)
-    assert set(SIM_KERNELS) == set(NATIVE_SIM_KERNELS) | set(NATIVE_SIM_VARIANTS) | set(PUBLIC)
+    assert tuple(f"{k}-avxvnni" for k in PUBLIC_FORMAT_SIM_KERNELS) == SIMULATED_PUBLIC_VARIANTS
+    assert set(SIM_KERNELS) == (set(NATIVE_SIM_KERNELS) | set(NATIVE_SIM_VARIANTS) | set(PUBLIC)
+                                | set(SIMULATED_PUBLIC_VARIANTS))
     assert {NATIVE_KERNELS[k].c_source for k in PUBLIC} == {"tq.c", "iqbn.c"}
     assert simbuild.SOURCES.count("tq.c") == simbuild.SOURCES.count("iqbn.c") == 1
 
@@ -186,7 +188,7 @@ def test_public_sim_library_rejects_shapes(sim_lib, kernel):
     assert gemm(_ptr(w), 16, k, _ptr(a), 2, _ptr(work), _ptr(out)) == -1
 
 
-@pytest.mark.parametrize("kernel", PUBLIC)
+@pytest.mark.parametrize("kernel", [*PUBLIC, *(f"{k}-avxvnni" for k in PUBLIC)])
 def test_public_formats_exact_in_the_python_engine(kernel):
     """Instruction by instruction in the Python engine: GEMV, GEMM with token-group remainders
     (3: one group of 3; 6: 4 + 2, the 2-bit formats' two-sum path; 16 in test_public_format_counts),
@@ -198,7 +200,7 @@ def test_public_formats_exact_in_the_python_engine(kernel):
     for m, k, n in runs:
         run = simulate_native(kernel, m, k, n=n)
         assert run.exact, (m, k, n)
-        assert run.weight_bytes == m * _row_bytes(kernel, k)
+        assert run.weight_bytes == m * _row_bytes(kernel.removesuffix("-avxvnni"), k)
     w = np.repeat(np.array([[1], [-1]], np.int8), 2048, axis=1)
     for acts in ([127], [127, -127, -127]):
         a = np.repeat(np.array(acts, np.int8)[:, None], 2048, axis=1)

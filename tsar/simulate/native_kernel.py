@@ -23,6 +23,7 @@ from tsar.kernels.registry import (
     SIM_ISAS,
     SIMULATED,
     SIMULATED_PUBLIC,
+    SIMULATED_PUBLIC_VARIANTS,
     SIMULATED_VARIANTS,
     sim_entry,
     split_native_label,
@@ -35,7 +36,7 @@ PUBLIC_FORMAT_SIM_KERNELS = SIMULATED_PUBLIC
 """The public ternary formats (tq1_0, tq2_0, iq1_bn, iq2_bn): simulated and counted, not compared yet."""
 NATIVE_SIM_VARIANTS = SIMULATED_VARIANTS
 """Their builds at other ISA levels, named ``<kernel>-<isa>`` (``int2-avx512``, ``int2-avxvnni``)."""
-SIM_KERNELS = NATIVE_SIM_KERNELS + NATIVE_SIM_VARIANTS + PUBLIC_FORMAT_SIM_KERNELS
+SIM_KERNELS = NATIVE_SIM_KERNELS + NATIVE_SIM_VARIANTS + PUBLIC_FORMAT_SIM_KERNELS + SIMULATED_PUBLIC_VARIANTS
 """Every kernel :func:`simulate_native` and :func:`tsar.simulate.counts.simulated_counts` accept."""
 
 
@@ -104,8 +105,9 @@ def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
     return int(pack_native(kernel, np.zeros((M, K), np.int8)).data.nbytes)
 
 
-TOKEN_GROUPS = {"int2": 4, "int2-avx512": 3, "int2-avxvnni": 2, "tq1_0": 4, "tq2_0": 4, "iq1_bn": 4,
-                "iq2_bn": 4}
+TOKEN_GROUPS = {"int2": 4, "int2-avx512": 3, "int2-avxvnni": 2,
+                **{f"{name}{level}": 4 for name in ("tq1_0", "tq2_0", "iq1_bn", "iq2_bn")
+                   for level in ("", "-avxvnni")}}
 """Tokens the GEMM rows loops take together (``ternary_rows.h``'s ``TR_TOKENS``, int2's GEMM groups,
 its AVX-512 rows' token triples and AVX-VNNI rows' pairs): ``n`` and ``n + group`` tokens differ by
 one group's work. The others loop over single tokens."""
