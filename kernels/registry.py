@@ -3,6 +3,7 @@ dispatch ids, the simulator build, the packers, compare and validation) is read 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -85,6 +86,11 @@ SIM_ISAS: dict[str, tuple[str, ...]] = {
 }
 """ISA levels of the simulator library's rows functions -> the CPU flags (``/proc/cpuinfo``) that
 running one natively needs (``AVX512_TARGET`` in ``native/common.h``)."""
+
+
+def runs_level(isa: str, flags: Iterable[str]) -> bool:
+    """Whether a CPU (or platform) with ``flags`` runs the ISA level ``isa`` of :data:`SIM_ISAS`."""
+    return set(SIM_ISAS[isa]) <= set(flags)
 
 
 def native_label(name: str, isa: str = "avx2") -> str:

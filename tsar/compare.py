@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tsar.console import Steps
 from tsar.errors import UserError
@@ -36,6 +37,9 @@ from tsar.kernels.tsar_plan import kernel_names
 from tsar.simulate.counts import announced
 from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS, natives_for
 
+if TYPE_CHECKING:
+    from tsar.estimate.host import Measured, Timer
+
 BASELINE = "tl2"
 ISA_NAMES = {"avx2": "AVX2", "avxvnni": "AVX-VNNI", "avx512": "AVX-512 VNNI"}
 """How tables name the natives' ISA levels."""
@@ -43,7 +47,6 @@ MEASURED_NATIVE = COMPARED
 MODELLED = "modelled"
 MEASURED = "measured"
 CLOCK = "(core clock)"
-CLOCK512 = "(core clock, 512-bit code)"
 
 
 @dataclass(frozen=True)
@@ -235,12 +238,10 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
         from dataclasses import replace
 
         step(f"{plat.name}: measuring {N} x {M} x {K}, natives and T-SAR proxies alternating")
-        skipped, ghz, ratio = _measure(rows, N, M, K, threads, tsar_kernels, repeats, natives)
-        if ghz is not None:
-            from tsar.estimate.host import with_clock
+        from tsar.estimate.host import with_measured
 
-            plat = with_clock(plat, ghz)
-            plat = replace(plat, core=replace(plat.core, avx512_clock_ratio=ratio))
+        skipped, clocks, clock = _measure(rows, N, M, K, threads, tsar_kernels, repeats, natives)
+        plat, _ = with_measured(plat, clocks, clock, {}, clock_key=CLOCK)
         for kernel, c in counts.items():
             seconds, bound = modelled(c, plat, N, threads)
             rows[kernel] = replace(rows[kernel], modelled=seconds, bound=bound)
@@ -261,13 +262,15 @@ def compare_requests(N: int, M: int, K: int, tsar_kernels: Sequence[str] | None 
 
 def _measure(rows: dict[str, Row], N: int, M: int, K: int, threads: int,
              tsar_kernels: Sequence[str], repeats: int,
-             natives: Sequence[str] = ()) -> tuple[list[tuple[str, str]], float | None, float]:
+             natives: Sequence[str] = ()) -> tuple[list[tuple[str, str]], dict[str, Measured],
+                                                   tuple[Timer, int] | None]:
     """Measure natives and (one thread) T-SAR proxies alternating, and the core clock (and the clock
     beside heavy 512-bit code) in the same rounds; fill ``rows`` in place. Returns the skipped
-    kernels, the clock (GHz, or None) and the AVX-512 clock ratio (1.0 where not measured)."""
+    kernels, the clock probes' measurements and the add chain's (timer, cycles), for
+    :func:`tsar.estimate.host.with_measured`."""
     from dataclasses import replace
 
-    from tsar.estimate.host import clock_timer, interleaved, native_timer, proxy_timer
+    from tsar.estimate.host import clock_timers, interleaved, native_timer, proxy_timer
 
     timers, how, skipped = {}, {}, []
     from tsar.kernels.baselines import kernel_isas
@@ -292,16 +295,11 @@ def _measure(rows: dict[str, Row], N: int, M: int, K: int, threads: int,
     calls = 5 if N == 1 else 1
     rounds = max(3, math.ceil(repeats / calls))
     counts = dict.fromkeys(timers, calls)
-    clock = clock_timer()
-    if clock is not None:
-        timers[CLOCK], counts[CLOCK] = clock[0], 10
-    clock512 = clock_timer(avx512=True) if clock is not None else None
-    if clock512 is not None:
-        timers[CLOCK512], counts[CLOCK512] = clock512[0], 10
+    clock_probes, clock = clock_timers(CLOCK)
+    for name, timer in clock_probes.items():
+        timers[name], counts[name] = timer, 10
     measured = interleaved(timers, rounds, counts)
-    ghz = clock[1] / measured.pop(CLOCK).seconds / 1e9 if clock is not None else None
-    ratio = (min(1.0, clock512[1] / measured.pop(CLOCK512).seconds / 1e9 / ghz)
-             if clock512 is not None and ghz else 1.0)
+    clocks = {name: measured.pop(name) for name in clock_probes}
     for kernel, m in measured.items():
         rows[kernel] = replace(rows[kernel], measured=m.seconds, spread=m.spread, how_measured=how[kernel])
-    return skipped, ghz, ratio
+    return skipped, clocks, clock

@@ -355,11 +355,11 @@ def host(measure: bool = True, refresh: bool = False) -> Platform:
     info = _cpuinfo()
     ident = cpu_identity()
     vendor, family, model = ident.vendor, ident.family, ident.model
-    uarch, proxy, note = uarch_for_cpu(vendor, family, model, ident.stepping, cpu_flags())
+    flags = set(info.get("flags", "").split())
+    uarch, proxy, note = uarch_for_cpu(vendor, family, model, ident.stepping, flags)
     measured_table = measured_uarch(ident, note) if proxy else None
     if measured_table is not None:  # no published table for this core: the one measured on it
         (uarch, note), proxy = measured_table, False
-    flags = set(info.get("flags", "").split())
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     tpc = _threads_per_core()
     cores = max(1, cpus // tpc)

@@ -139,6 +139,20 @@ def clock_timer(cycles: int = 400_000, avx512: bool = False):
     return timer, 8 * n
 
 
+def clock_timers(key: str = "clock") -> tuple[dict[str, Timer], tuple[Timer, int] | None]:
+    """The clock probes to measure beside the kernels, keyed as :func:`with_measured` reads them:
+    ``key`` (the add chain) and ``key + "512"`` (the chain beside heavy 512-bit code, on a host
+    with AVX512BW); and the add chain's (timer, cycles per call), None without the probe."""
+    clock = clock_timer()
+    if clock is None:
+        return {}, None
+    timers = {key: clock[0]}
+    clock512 = clock_timer(avx512=True)
+    if clock512 is not None:
+        timers[f"{key}512"] = clock512[0]
+    return timers, clock
+
+
 def with_clock(platform: Platform, ghz: float) -> Platform:
     """``platform`` at clock ``ghz``: cache bandwidths (bytes/cycle) rescaled so that the measured
     bytes/second are kept; DRAM bandwidths are in GB/s already."""
@@ -293,6 +307,7 @@ __all__ = [
     "Timer",
     "call_overhead",
     "clock_timer",
+    "clock_timers",
     "ctypes_timer",
     "interleaved",
     "native_timer",

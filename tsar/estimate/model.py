@@ -70,17 +70,16 @@ class ModelEstimate(Tabular):
     def records(self) -> list[dict]:
         """One row: decode tokens/s and prefill seconds (128 tokens), T-SAR and TL2, the paper's
         reported tokens/s where Table III has this model and platform."""
+        (dk, dn), (pk, pn) = self.best_native("decode"), self.best_native("prefill")
         return [{"model": self.model, "platform": self.platform, "threads": self.threads,
                  "decode_tsar_tok_s": self.decode_tsar_tps, "decode_tl2_tok_s": self.decode_tl2_tps,
                  "decode_speedup": self.decode_tsar_tps / self.decode_tl2_tps,
                  "prefill_tsar_s": self.prefill_seconds("tsar"), "prefill_tl2_s": self.prefill_seconds("tl2"),
                  "prefill_speedup": self.prefill_seconds("tl2") / self.prefill_seconds("tsar"),
-                 "decode_native_kernel": self.best_native("decode")[0],
-                 "decode_native_tok_s": self.best_native("decode")[1],
-                 "decode_speedup_native": self.decode_tsar_tps / self.best_native("decode")[1],
-                 "prefill_native_kernel": self.best_native("prefill")[0],
-                 "prefill_native_s": self.best_native("prefill")[1],
-                 "prefill_speedup_native": self.best_native("prefill")[1] / self.prefill_seconds("tsar"),
+                 "decode_native_kernel": dk, "decode_native_tok_s": dn,
+                 "decode_speedup_native": self.decode_tsar_tps / dn,
+                 "prefill_native_kernel": pk, "prefill_native_s": pn,
+                 "prefill_speedup_native": pn / self.prefill_seconds("tsar"),
                  "paper_tok_s": self.reported_tps()}]
 
     def best_native(self, phase: str) -> tuple[str, float]:

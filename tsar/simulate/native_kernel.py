@@ -20,11 +20,11 @@ from tsar.errors import UserError
 from tsar.kernels import reference, simbuild
 from tsar.kernels.registry import (
     NATIVE_KERNELS,
-    SIM_ISAS,
     SIMULATED,
     SIMULATED_PUBLIC,
     SIMULATED_PUBLIC_VARIANTS,
     SIMULATED_VARIANTS,
+    runs_level,
     sim_entry,
     split_native_label,
 )
@@ -44,9 +44,8 @@ def natives_for(isa: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     """The simulated natives a platform whose cores execute ``isa`` (``/proc/cpuinfo`` flags; empty:
     undeclared, AVX2 only) is compared with: every AVX2 build, and the builds at other levels whose
     flags it has (:data:`tsar.kernels.registry.SIM_ISAS`)."""
-    have = set(isa)
     return NATIVE_SIM_KERNELS + tuple(
-        k for k in NATIVE_SIM_VARIANTS if have and set(SIM_ISAS[split_native_label(k)[1]]) <= have)
+        k for k in NATIVE_SIM_VARIANTS if isa and runs_level(split_native_label(k)[1], isa))
 
 
 @dataclass

@@ -55,9 +55,9 @@ from tsar.frames import Tabular
 from tsar.isa.config import PAPER_CONFIGS
 from tsar.kernels.registry import (
     NATIVE_KERNELS,
-    SIM_ISAS,
     SIMULATED,
     native_label,
+    runs_level,
     sim_entry,
     split_native_label,
 )
@@ -86,7 +86,7 @@ ISA speedup (an AVX-512 or AVX-VNNI build over its AVX2 build) predicted within 
 
 def host_isas(name: str, flags: frozenset[str] | set[str]) -> tuple[str, ...]:
     """The ISA levels of ``name``'s simulator rows that a CPU with ``flags`` runs natively."""
-    return tuple(isa for isa in NATIVE_KERNELS[name].sim_isas if set(SIM_ISAS[isa]) <= flags)
+    return tuple(isa for isa in NATIVE_KERNELS[name].sim_isas if runs_level(isa, flags))
 
 
 def family_of(kernel: str) -> str:
@@ -341,7 +341,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
         ProxyKernel,
         bandwidth_timers,
         call_overhead,
-        clock_timer,
+        clock_timers,
         ctypes_timer,
         interleaved,
         with_measured,
@@ -417,13 +417,10 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     step(f"{platform.name}: measuring {len(pending)} cases alternating, {rounds} rounds")
     timers = {str(i): p.timer for i, p in enumerate(pending)}
     counts = {str(i): p.calls for i, p in enumerate(pending)}
-    clock = clock_timer() if on_host else None
-    clock512 = clock_timer(avx512=True) if on_host else None
+    clocks, clock = clock_timers() if on_host else ({}, None)
     bandwidths = bandwidth_timers(platform) if on_host else {}
-    if clock is not None:
-        timers["clock"], counts["clock"] = clock[0], 20
-    if clock is not None and clock512 is not None:
-        timers["clock512"], counts["clock512"] = clock512[0], 20
+    for name, timer in clocks.items():
+        timers[name], counts[name] = timer, 20
     for name, (timer, _) in bandwidths.items():
         timers[f"bw:{name}"], counts[f"bw:{name}"] = timer, 3 if name == "DRAM" else 10
     measured = interleaved(timers, rounds, counts, progress=lambda m: say(f"  {m}"))
