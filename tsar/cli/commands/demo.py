@@ -61,7 +61,7 @@ def _indent(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from tsar.cli.shapes import parse_shape
-    from tsar.compare import compare
+    from tsar.compare import ISA_NAMES, compare
     from tsar.isa import configs
     from tsar.kernels import quant
     from tsar.rtl.bench import measured_cycles
@@ -118,10 +118,12 @@ def run(args: argparse.Namespace) -> int:
          "modelled / modelled)")
     for name in SHIPPED:
         c = compare(n, m, k, name, progress=console.detail)
-        t, base = c.best_tsar, c.baseline
+        t, base, native = c.best_tsar, c.baseline, c.best("native")
         traffic = t.bytes_per_token / base.bytes_per_token
         print(f"  {name:12} best T-SAR {t.kernel:16} {_pm(t)}   TL2 {_pm(base)}   speedup "
               f"{base.seconds / t.seconds:5.2f}x   traffic {traffic:4.2f}x of TL2")
+        print(f"  {'':12} best native of its ISA: {native.kernel} ({ISA_NAMES.get(native.isa, native.isa)}) "
+              f"{_pm(native)}   T-SAR {native.seconds / t.seconds:5.2f}x it")
     print("  Modelled times carry the model's validated error on this host for the kernel family; "
           + (host_cmp.error_source or "none available (run 'tsar validate-model')") + ".")
     print("\ndemo " + ("passed" if ok else "FAILED") + f" in {time.perf_counter() - step.start:.0f} s")
