@@ -2,14 +2,15 @@
 instruction table (:func:`tsar.isa.instructions.instructions`).
 
 The assembler knows no T-SAR mnemonics, so the header defines GNU ``as`` macros that map the operand
-register names the compiler picked (``%ymm0..%ymm15``, ``%xmm0..%xmm15``, ``%rax..%r15``) to their
-numbers, check that LUT groups are consecutive registers with an aligned base (an assembly-time
-``.error`` naming the "LUT group"), and emit the VEX3 bytes with a ``[base]`` memory operand. Every
-instruction of every registered configuration gets one C macro wrapping its asm macro.
+register names the compiler picked (``%xmm0..%xmm15``, ``%ymm0..%ymm15``, ``%zmm0..%zmm31``,
+``%rax..%r15``) to their numbers, check that LUT groups are consecutive registers with an aligned base
+(an assembly-time ``.error`` naming the "LUT group"), and emit the VEX3 or EVEX bytes with a ``[base]``
+memory operand. Every instruction of every registered configuration gets one C macro wrapping its
+asm macro.
 
 Naming rule (:func:`macro_name`): ``TSAR_`` + the upper-cased mnemonic, plus ``_<vector bits>`` for
-configurations narrower than 256 bits (``TSAR_TLUT2X4`` is c2s4's, ``TSAR_TLUT2X4_128`` is
-c2s4-128's). The asm macro is the lower-cased C name (``tsar_tlut2x4_128``). C parameters follow the
+configurations of another width than 256 bits (``TSAR_TLUT2X4`` is c2s4's, ``TSAR_TLUT2X4_128`` is
+c2s4-128's, ``TSAR_TLUT2X4_512`` c2s4-512's). The asm macro is the lower-cased C name (``tsar_tlut2x4_128``). C parameters follow the
 operands: a register group of ``n`` becomes ``lut0 .. lut{n-1}``, a single register keeps the operand
 name (``acc``), and a memory operand becomes a pointer (``act_ptr`` for activations, ``w_ptr`` for
 weights; weights are always the memory form, e.g. 64 bytes for c4s4).
@@ -28,8 +29,9 @@ import textwrap
 from pathlib import Path
 
 from tsar.common.toolchain import cache_dir, write_atomic
-from tsar.isa.config import VECTOR_REGISTERS
+from tsar.isa.config import EVEX_VECTOR_REGISTERS
 from tsar.isa.instructions import (
+    EVEX_MAP,
     MEMORY_SIZE_NAMES,
     VEX_MAP,
     Field,
@@ -57,7 +59,7 @@ _SYM = ".Ltsar_"
 
 # --- naming ----------------------------------------------------------------------------------------
 def macro_name(spec: InstructionSpec) -> str:
-    """C macro of ``spec``: ``TSAR_<MNEMONIC>``, suffixed ``_<bits>`` below 256-bit vectors."""
+    """C macro of ``spec``: ``TSAR_<MNEMONIC>``, suffixed ``_<bits>`` for other widths than 256 bits."""
     name = f"TSAR_{spec.mnemonic.upper()}"
     if spec.config.vector_bits != DEFAULT_VECTOR_BITS:
         name += f"_{spec.config.vector_bits}"
@@ -106,17 +108,17 @@ def _asm_lines(lines: list[str]) -> str:
 
 
 def _common_asm() -> list[str]:
-    regs = ",".join(str(n) for n in range(VECTOR_REGISTERS))
+    regs = ",".join(str(n) for n in range(EVEX_VECTOR_REGISTERS))
     lines = [
-        # tsar_vreg SYM, REG, CLS: SYM = number of vector register REG, which must be %CLS0..15
-        ".macro tsar_vreg sym, reg, cls",
+        # tsar_vreg SYM, REG, CLS, COUNT: SYM = number of vector register REG, which must be
+        # %CLS0..COUNT-1 (the registers the instruction's prefix addresses)
+        ".macro tsar_vreg sym, reg, cls, count",
         "  .set \\sym, -1",
         f"  .irp n, {regs}",
         "    .ifc \\reg, %\\cls\\()\\n\n      .set \\sym, \\n\n    .endif",
         "  .endr",
-        "  .if \\sym < 0",
-        f'    .error "tsar.h: \\reg is not one of %\\cls\\()0..%\\cls\\()'
-        f'{VECTOR_REGISTERS - 1}"',
+        "  .if \\sym < 0 || \\sym >= \\count",
+        '    .error "tsar.h: \\reg is not one of the \\count addressable %\\cls registers"',
         "  .endif",
         ".endm",
         # tsar_gpr SYM, REG: SYM = number of the 64-bit general register REG
@@ -136,6 +138,23 @@ def _common_asm() -> list[str]:
         "  .byte 0xC4",
         f"  .byte ((((~(\\reg >> 3)) & 1) << 7) | (1 << 6) | (((~(\\base >> 3)) & 1) << 5) | {VEX_MAP})",
         "  .byte ((0 << 7) | (((~\\vvvv) & 15) << 3) | (\\l << 2) | 0)",
+        "  .byte \\opc",
+        "  .if (\\base & 7) == 4",
+        "    .byte (((\\reg & 7) << 3) | 4), 0x24",
+        "  .elseif (\\base & 7) == 5",
+        "    .byte ((1 << 6) | ((\\reg & 7) << 3) | 5), 0",
+        "  .else",
+        "    .byte (((\\reg & 7) << 3) | (\\base & 7))",
+        "  .endif",
+        ".endm",
+        # tsar_evex_mem OPC, LL, REG, VVVV, BASE: EVEX (map, W0, pp 00, no mask), the opcode, ModRM.reg
+        # = REG (R' its bit 4, V' vvvv's) and the memory operand [BASE] as tsar_vex_mem's
+        ".macro tsar_evex_mem opc, ll, reg, vvvv, base",
+        "  .byte 0x62",
+        "  .byte ((((~(\\reg >> 3)) & 1) << 7) | (1 << 6) | (((~(\\base >> 3)) & 1) << 5)"
+        f" | (((~(\\reg >> 4)) & 1) << 4) | {EVEX_MAP})",
+        "  .byte ((0 << 7) | (((~\\vvvv) & 15) << 3) | (1 << 2) | 0)",
+        "  .byte ((\\ll << 5) | (((~(\\vvvv >> 4)) & 1) << 3))",
         "  .byte \\opc",
         "  .if (\\base & 7) == 4",
         "    .byte (((\\reg & 7) << 3) | 4), 0x24",
@@ -176,7 +195,8 @@ def _asm_macro(spec: InstructionSpec) -> list[str]:
             if op.field is Field.MODRM_RM:
                 lines.append(f"  tsar_gpr {_SYM}{p}, \\{p}")
             else:
-                lines.append(f"  tsar_vreg {_SYM}{p}, \\{p}, {spec.register_class}")
+                lines.append(f"  tsar_vreg {_SYM}{p}, \\{p}, {spec.register_class}, "
+                             f"{spec.config.addressable_registers}")
     for op in spec.operands:
         if op.regs > 1 and op.field is not Field.MODRM_RM:
             lines += _group_check(spec, op, operand_params(op))
@@ -185,7 +205,7 @@ def _asm_macro(spec: InstructionSpec) -> list[str]:
         op = spec.operand(field)
         return "0" if op is None else _SYM + operand_params(op)[0]
 
-    lines.append(f"  tsar_vex_mem {spec.opcode:#04x}, {spec.vex_l}, {base(Field.MODRM_REG)}, "
+    lines.append(f"  tsar_{spec.encoding}_mem {spec.opcode:#04x}, {spec.vex_l}, {base(Field.MODRM_REG)}, "
                  f"{base(Field.VEX_VVVV)}, {base(Field.MODRM_RM)}")
     lines.append(".endm")
     return lines
@@ -198,7 +218,8 @@ def _syntax(spec: InstructionSpec) -> str:
     for op in spec.operands:
         params = operand_params(op)
         if op.field is Field.MODRM_RM:
-            parts.append(f"{MEMORY_SIZE_NAMES[op.mem_bytes]} ptr [{params[0]}]")
+            size = MEMORY_SIZE_NAMES.get(op.mem_bytes)
+            parts.append(f"{size} ptr [{params[0]}]" if size else f"[{params[0]}]")
         elif len(params) > 1:
             parts.append(f"{{{params[0]}..{params[-1]}}}")
         else:
@@ -223,6 +244,7 @@ def _c_macro(spec: InstructionSpec) -> list[str]:
     outputs: list[tuple[str, str]] = []
     inputs: list[tuple[str, str]] = []
     slot: dict[str, tuple[bool, int]] = {}
+    vector = "v" if spec.encoding == "evex" else "x"   # "v": any of the 32 AVX-512 registers
     for op in spec.operands:
         for p in operand_params(op):
             if op.field is Field.MODRM_RM:
@@ -233,10 +255,10 @@ def _c_macro(spec: InstructionSpec) -> list[str]:
                 inputs += [('"r"', p), ('"m"', f"*(const {elem}(*)[{op.mem_bytes}])({p})")]
             elif "w" in op.access:
                 slot[p] = (True, len(outputs))
-                outputs.append(('"+x"' if "r" in op.access else '"=x"', p))
+                outputs.append((f'"+{vector}"' if "r" in op.access else f'"={vector}"', p))
             else:
                 slot[p] = (False, len(inputs))
-                inputs.append(('"x"', p))
+                inputs.append((f'"{vector}"', p))
     number = {p: idx + (0 if is_out else len(outputs)) for p, (is_out, idx) in slot.items()}
     template = f"{asm_macro_name(spec)} " + ", ".join(f"%{number[p]}" for p in params)
     body = _wrap_list(f"#define {macro_name(spec)}(", [*params[:-1], params[-1] + ")"], " " * 8)
@@ -276,15 +298,17 @@ def _body() -> str:
         c_macros += ["", *_c_macro(spec)]
     lines = [
         " *",
-        " * T-SAR instructions (TLUT / TGEMV, VEX map 8) from C through GNU inline assembly.",
+        f" * T-SAR instructions (TLUT / TGEMV, VEX map {VEX_MAP}, EVEX map {EVEX_MAP}) from C through GNU",
+        " * inline assembly.",
         " *",
         " * The assembler knows no T-SAR mnemonics, so the asm macros below map the operand names the",
-        " * compiler picked (%ymmN / %xmmN, %rax..%r15) to their numbers, check them, and emit the VEX3",
-        f" * prefix C4 [R X B {VEX_MAP:05b}] [W vvvv L pp], the opcode and a [base] ModRM/SIB/disp8",
-        " * memory operand; encodings follow tsar.isa.instructions and the tests check them against",
-        " * tsar.isa.codec.",
+        " * compiler picked (%xmmN / %ymmN / %zmmN, %rax..%r15) to their numbers, check them, and emit",
+        f" * the VEX3 prefix C4 [R X B {VEX_MAP:05b}] [W vvvv L pp] (128 and 256 bits) or the EVEX prefix",
+        f" * 62 [R X B R' 0 {EVEX_MAP:03b}] [W vvvv 1 pp] [0 L'L 0 V' 000] (512 bits), the opcode and a [base]",
+        " * ModRM/SIB/disp8 memory operand; encodings follow tsar.isa.instructions and the tests check",
+        " * them against tsar.isa.codec.",
         " *",
-        " * Naming: TSAR_<MNEMONIC>, suffixed _<vector bits> for configurations narrower than "
+        " * Naming: TSAR_<MNEMONIC>, suffixed _<vector bits> for configurations of another width than "
         f"{DEFAULT_VECTOR_BITS} bits",
         " * (a mnemonic may exist at several widths); the asm macro is the lower-cased name. Register",
         " * groups are passed register by register (lut0..lutN-1), memory operands as pointers (act_ptr:",

@@ -1,4 +1,5 @@
-"""VEX3 encoder and decoder of the T-SAR family (field assignment in :mod:`tsar.isa.instructions`)."""
+"""VEX3 and EVEX encoder and decoder of the T-SAR family (field assignment in
+:mod:`tsar.isa.instructions`: VEX map 8 for 128 and 256 bits, EVEX map 0 for 512 bits)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from tsar.common.errors import UserError
-from tsar.isa.config import VECTOR_REGISTERS
 from tsar.isa.instructions import (
+    EVEX_MAP,
     MEMORY_SIZE_NAMES,
     VEX_MAP,
     Field,
@@ -20,6 +21,9 @@ from tsar.isa.modrm import AddressingError, decode_rm, encode_rm
 from tsar.isa.operands import GPR_NUMBER, Memory, Operand, Register
 
 VEX3 = 0xC4
+EVEX = 0x62
+PREFIX_BYTES = {"vex": 3, "evex": 4}
+"""Bytes of each prefix before the opcode byte."""
 
 
 class EncodingError(UserError, ValueError):
@@ -124,15 +128,17 @@ def _check_operand(spec: InstructionSpec, op_spec: OperandSpec, value: Operand) 
         if not op_spec.allows_memory:
             raise EncodingError(f"{where} must be {kind}, not memory")
         if value.size is not None and value.size != op_spec.mem_bytes:
-            want = MEMORY_SIZE_NAMES[op_spec.mem_bytes]
+            want = MEMORY_SIZE_NAMES.get(op_spec.mem_bytes)
+            want = f"{want} ptr" if want else "an address with no size keyword"
             got = MEMORY_SIZE_NAMES.get(value.size, f"{value.size}-byte")
-            raise EncodingError(f"{where} must be {want} ptr ({op_spec.mem_bytes} bytes), not {got} ptr")
+            raise EncodingError(f"{where} must be {want} ({op_spec.mem_bytes} bytes), not {got} ptr")
         return
     if value.cls != spec.register_class:
         raise EncodingError(f"{where} must be {kind}, not {value.name}")
-    if not 0 <= value.num < VECTOR_REGISTERS:
-        raise EncodingError(f"{where}: {value.name} is not addressable with VEX "
-                            f"(0..{VECTOR_REGISTERS - 1} only)")
+    count = spec.config.addressable_registers
+    if not 0 <= value.num < count:
+        raise EncodingError(f"{where}: {value.name} is not addressable with {spec.encoding.upper()} "
+                            f"(0..{count - 1} only)")
     if value.num % op_spec.regs:
         raise EncodingError(
             f"{where}: group base {value.name} is misaligned; {op_spec.regs}-register groups start "
@@ -160,76 +166,123 @@ def encode(inst: TsarInstruction, address: int = 0,
     has_symbol = isinstance(rm_op, Memory) and rm_op.symbol is not None
     if has_symbol and not rm_op.rip_relative:
         raise EncodingError(f"label {rm_op.symbol!r} must be addressed RIP-relative: [rip + {rm_op.symbol}]")
+    evex = spec.encoding == "evex"
+    rm_spec = spec.operand(Field.MODRM_RM)
+    assert rm_spec is not None
     try:
-        rm = encode_rm(reg_op.num, rm_op, force_disp32=has_symbol)
+        rm = encode_rm(reg_op.num, rm_op, force_disp32=has_symbol,
+                       disp8_scale=rm_spec.disp8_scale if evex else 1)
     except AddressingError as exc:
         raise EncodingError(f"{spec.mnemonic}: {exc}") from None
-    b1 = (~rm.r & 1) << 7 | (~rm.x & 1) << 6 | (~rm.b & 1) << 5 | VEX_MAP
-    b2 = 0 << 7 | (~vvvv & 0xF) << 3 | spec.vex_l << 2 | 0b00
-    code = bytearray([VEX3, b1, b2, spec.opcode]) + rm.tail
+    if evex:
+        p0 = (~rm.r & 1) << 7 | (~rm.x & 1) << 6 | (~rm.b & 1) << 5 | (~reg_op.num >> 4 & 1) << 4 | EVEX_MAP
+        p1 = 0 << 7 | (~vvvv & 0xF) << 3 | 1 << 2 | 0b00
+        p2 = spec.vex_l << 5 | (~vvvv >> 4 & 1) << 3
+        code = bytearray([EVEX, p0, p1, p2, spec.opcode]) + rm.tail
+    else:
+        b1 = (~rm.r & 1) << 7 | (~rm.x & 1) << 6 | (~rm.b & 1) << 5 | VEX_MAP
+        b2 = 0 << 7 | (~vvvv & 0xF) << 3 | spec.vex_l << 2 | 0b00
+        code = bytearray([VEX3, b1, b2, spec.opcode]) + rm.tail
     if isinstance(rm_op, Memory) and rm_op.rip_relative and has_symbol:
         if symbols is None or rm_op.symbol not in symbols:
             raise EncodingError(f"undefined label {rm_op.symbol!r}")
         disp = symbols[rm_op.symbol] + rm_op.disp - (address + len(code))
         if not -(1 << 31) <= disp < (1 << 31):
             raise EncodingError(f"label {rm_op.symbol!r} is out of RIP-relative reach ({disp:#x})")
-        pos = 4 + rm.disp_offset
+        pos = PREFIX_BYTES[spec.encoding] + 1 + rm.disp_offset
         code[pos:pos + 4] = disp.to_bytes(4, "little", signed=True)
     return bytes(code)
 
 
+def _encoding_at(data: bytes, offset: int) -> str | None:
+    """``"vex"`` / ``"evex"`` when the bytes at ``offset`` start a prefix in a T-SAR opcode map."""
+    if len(data) <= offset + 1:
+        return None
+    if data[offset] == VEX3 and (data[offset + 1] & 0x1F) == VEX_MAP:
+        return "vex"
+    if data[offset] == EVEX and (data[offset + 1] & 0x0F) == EVEX_MAP:
+        return "evex"
+    return None
+
+
 def is_tsar(data: bytes, offset: int = 0) -> bool:
-    """True when the bytes at ``offset`` start a VEX3 prefix in the T-SAR opcode map."""
-    return len(data) > offset + 1 and data[offset] == VEX3 and (data[offset + 1] & 0x1F) == VEX_MAP
+    """True when the bytes at ``offset`` start a VEX3 prefix in map 8 or an EVEX prefix in map 0."""
+    return _encoding_at(data, offset) is not None
 
 
 def encoded_length(data: bytes, offset: int = 0) -> int | None:
     """Length of the T-SAR-map instruction at ``offset`` from its ModRM form, valid or not
     (None when the bytes end first). Lets a disassembler step over an invalid encoding whole."""
+    encoding = _encoding_at(data, offset)
+    head = PREFIX_BYTES[encoding or "vex"] + 1
     try:
-        _, _, rm_len = decode_rm(data, offset + 4, 0, 0, 0, "ymm")
+        _, _, rm_len = decode_rm(data, offset + head, 0, 0, 0, "ymm")
     except AddressingError:
         return None
-    return 4 + rm_len
+    return head + rm_len
 
 
 def decode(data: bytes, offset: int = 0) -> TsarInstruction:
     """Decode the T-SAR instruction at ``data[offset]``.
 
     Raises :class:`InvalidInstruction` (the CPU would raise #UD) for reserved opcodes, ``pp``,
-    ``W`` or ``L`` values, a used ``vvvv`` in TLUT, misaligned register groups and truncated bytes.
+    ``W`` or length values, a used ``vvvv`` in TLUT, an opmask, zeroing or broadcast in the EVEX
+    form, misaligned register groups and truncated bytes.
     """
-    if not is_tsar(data, offset):
-        raise InvalidInstruction("not a T-SAR instruction (no VEX3 prefix in map 8)")
-    if offset + 4 > len(data):
+    encoding = _encoding_at(data, offset)
+    if encoding is None:
+        raise InvalidInstruction(f"not a T-SAR instruction (no VEX3 prefix in map {VEX_MAP}, "
+                                 f"no EVEX prefix in map {EVEX_MAP})")
+    head = PREFIX_BYTES[encoding] + 1
+    if offset + head > len(data):
         raise InvalidInstruction("instruction truncated")
-    b1, b2, opcode = data[offset + 1], data[offset + 2], data[offset + 3]
-    r, x, b = (~b1 >> 7) & 1, (~b1 >> 6) & 1, (~b1 >> 5) & 1
-    w, vvvv, vex_l, pp = b2 >> 7, (~b2 >> 3) & 0xF, (b2 >> 2) & 1, b2 & 3
-    spec = by_opcode(opcode, vex_l)
+    if encoding == "evex":
+        p0, p1, p2, opcode = data[offset + 1:offset + 5]
+        r, x, b, r_hi = (~p0 >> 7) & 1, (~p0 >> 6) & 1, (~p0 >> 5) & 1, (~p0 >> 4) & 1
+        w, vvvv, pp = p1 >> 7, (~p1 >> 3) & 0xF | ((~p2 >> 3) & 1) << 4, p1 & 3
+        length, where = (p2 >> 5) & 3, f"L'L={(p2 >> 5) & 3:02b} in EVEX map {EVEX_MAP}"
+    else:
+        b1, b2, opcode = data[offset + 1], data[offset + 2], data[offset + 3]
+        r, x, b, r_hi = (~b1 >> 7) & 1, (~b1 >> 6) & 1, (~b1 >> 5) & 1, 0
+        w, vvvv, length, pp = b2 >> 7, (~b2 >> 3) & 0xF, (b2 >> 2) & 1, b2 & 3
+        where = f"VEX.L={length} in map {VEX_MAP}"
+    spec = by_opcode(opcode, length, encoding)
     if spec is None:
-        raise InvalidInstruction(f"reserved opcode {opcode:#04x} with VEX.L={vex_l} in map {VEX_MAP}")
+        raise InvalidInstruction(f"reserved opcode {opcode:#04x} with {where}")
+    prefix = encoding.upper()
     if w or pp:
-        raise InvalidInstruction(f"{spec.mnemonic}: reserved VEX.W={w} / VEX.pp={pp}")
+        raise InvalidInstruction(f"{spec.mnemonic}: reserved {prefix}.W={w} / {prefix}.pp={pp}")
+    if encoding == "evex":
+        if not p1 >> 2 & 1:
+            raise InvalidInstruction(f"{spec.mnemonic}: EVEX P1 bit 2 must be 1")
+        if p2 & 0x97:
+            raise InvalidInstruction(f"{spec.mnemonic}: no opmask, zeroing or broadcast "
+                                     f"(EVEX.z={p2 >> 7}, b={p2 >> 4 & 1}, aaa={p2 & 7:03b})")
+    rm_spec = spec.operand(Field.MODRM_RM)
+    assert rm_spec is not None
     try:
-        reg_field, rm_op, rm_len = decode_rm(data, offset + 4, r, x, b, spec.register_class)
+        reg_field, rm_op, rm_len = decode_rm(
+            data, offset + head, r, x, b, spec.register_class,
+            disp8_scale=rm_spec.disp8_scale if encoding == "evex" else 1,
+            x_extends_register=encoding == "evex")
     except AddressingError as exc:
         raise InvalidInstruction(f"{spec.mnemonic}: {exc}") from None
     values: dict[Field, Operand] = {
-        Field.MODRM_REG: Register(spec.register_class, reg_field),
+        Field.MODRM_REG: Register(spec.register_class, reg_field | r_hi << 4),
         Field.MODRM_RM: rm_op,
     }
     if spec.operand(Field.VEX_VVVV) is not None:
         values[Field.VEX_VVVV] = Register(spec.register_class, vvvv)
     elif vvvv != 0:
-        raise InvalidInstruction(f"{spec.mnemonic}: VEX.vvvv must be 1111b (unused)")
+        raise InvalidInstruction(f"{spec.mnemonic}: {prefix}.vvvv must be 1111b (unused)"
+                                 + (" and EVEX.V' 1" if encoding == "evex" else ""))
     operands = []
     for op_spec in spec.operands:
         value = values[op_spec.field]
         if isinstance(value, Memory):
             value = replace(value, size=op_spec.mem_bytes)
         operands.append(value)
-    inst = TsarInstruction(spec, tuple(operands), length=4 + rm_len)
+    inst = TsarInstruction(spec, tuple(operands), length=head + rm_len)
     try:
         validate(inst)
     except EncodingError as exc:

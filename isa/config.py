@@ -46,6 +46,9 @@ OPMASK_REGISTERS = 8
 MAX_VECTOR_BYTES = 64
 """Bytes of the widest vector register (zmm, 512 bits)."""
 
+VECTOR_WIDTHS: dict[int, tuple[str, str]] = {128: ("xmm", "vex"), 256: ("ymm", "vex"), 512: ("zmm", "evex")}
+"""Supported datapath widths (bits): the register class and the prefix that encodes each."""
+
 ENCODING_SLOTS = 16
 """Encoding slots of T-SAR configurations: the low nibble of the TLUT / TGEMV opcode byte."""
 
@@ -119,9 +122,10 @@ class TsarConfig:
             raise ValueError(f"{self.name}: block size c={self.c} must be in 1..4")
         if self.s < 1:
             raise ValueError(f"{self.name}: blocks per instruction s={self.s} must be >= 1")
-        if self.vector_bits not in (128, 256):
+        if self.vector_bits not in VECTOR_WIDTHS:
             raise ValueError(
-                f"{self.name}: vector_bits={self.vector_bits}; VEX encodes 128 or 256 only"
+                f"{self.name}: vector_bits={self.vector_bits}; supported: "
+                + ", ".join(f"{bits} ({prefix.upper()})" for bits, (_, prefix) in VECTOR_WIDTHS.items())
             )
         if not 0 <= self.slot < ENCODING_SLOTS:
             raise ValueError(f"{self.name}: encoding slot {self.slot} must be in 0..{ENCODING_SLOTS - 1}")
@@ -130,10 +134,10 @@ class TsarConfig:
                 f"{self.name}: a LUT group of {self.group_words} {self.lut_bits}-bit words does not "
                 f"fill whole {self.vector_bits}-bit registers"
             )
-        if self.group_regs > VECTOR_REGISTERS or VECTOR_REGISTERS % self.group_regs:
+        if self.group_regs > self.addressable_registers or self.addressable_registers % self.group_regs:
             raise ValueError(
                 f"{self.name}: a LUT group of {self.group_regs} registers does not tile the "
-                f"{VECTOR_REGISTERS} VEX-addressable registers"
+                f"{self.addressable_registers} {self.encoding.upper()}-addressable registers"
             )
         if (self.s * self.m) % self.lanes:
             raise ValueError(f"{self.name}: s*m={self.s * self.m} not a multiple of the lanes")
@@ -186,8 +190,18 @@ class TsarConfig:
 
     @property
     def register_class(self) -> str:
-        """Vector register class of this width (``"ymm"`` or ``"xmm"``)."""
-        return {256: "ymm", 128: "xmm"}[self.vector_bits]
+        """Vector register class of this width (``"xmm"``, ``"ymm"`` or ``"zmm"``)."""
+        return VECTOR_WIDTHS[self.vector_bits][0]
+
+    @property
+    def encoding(self) -> str:
+        """Prefix that encodes this width: ``"vex"`` (128, 256 bits) or ``"evex"`` (512 bits)."""
+        return VECTOR_WIDTHS[self.vector_bits][1]
+
+    @property
+    def addressable_registers(self) -> int:
+        """Vector registers the encoding addresses (VEX: 16, EVEX: 32)."""
+        return EVEX_VECTOR_REGISTERS if self.encoding == "evex" else VECTOR_REGISTERS
 
     @property
     def register_bytes(self) -> int:
@@ -460,6 +474,15 @@ C4S4 = register_config(TsarConfig("c4s4", c=4, s=4, vector_bits=256, slot=1))
 
 C2S4_128 = register_config(TsarConfig("c2s4-128", c=2, s=4, vector_bits=128, slot=2))
 """A 128-bit (NEON-like) datapath: TLUT2x4 + TGEMV8x8 (paper footnote 1)."""
+
+C2S4_512 = register_config(TsarConfig("c2s4-512", c=2, s=4, vector_bits=512, slot=3))
+"""The paper's c2s4 at AVX-512 width (EVEX): TLUT2x4 into one zmm + TGEMV8x32."""
+
+C4S4_512 = register_config(TsarConfig("c4s4-512", c=4, s=4, vector_bits=512, slot=4))
+"""c4s4 at AVX-512 width (EVEX): TLUT4x4 into four zmm + TGEMV16x32 on 1024-bit weight operands."""
+
+WIDE_CONFIGS = (C2S4_512, C4S4_512)
+"""The 512-bit design points (the Workstation's and Laptop's AVX-512 width)."""
 
 PAPER_CONFIGS = (C2S4, C4S4)
 """The paper's two AVX2 design points, which the validation, the demo and the sweep report single

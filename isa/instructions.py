@@ -3,7 +3,7 @@
 Each configuration contributes two instructions. Their operands, encodings and micro-op counts are
 built here from :class:`~tsar.isa.config.TsarConfig`; nothing is restated by hand.
 
-Encoding (VEX3, ``C4 RXBmmmmm WvvvvLpp opcode ModRM [SIB] [disp]``):
+Encoding of 128- and 256-bit configurations (VEX3, ``C4 RXBmmmmm WvvvvLpp opcode ModRM [SIB] [disp]``):
 
 * map ``mmmmm = 8``: a VEX opcode map no shipping x86 extension uses (iced-x86 and capstone decode
   it as invalid; the host CPU raises #UD);
@@ -13,6 +13,22 @@ Encoding (VEX3, ``C4 RXBmmmmm WvvvvLpp opcode ModRM [SIB] [disp]``):
 * ``ModRM.reg`` (+``VEX.R``) is the destination group / accumulator, ``VEX.vvvv`` the TGEMV LUT
   group base (``1111``, i.e. unused, for TLUT), ``ModRM.rm`` (+``VEX.B``/``VEX.X``, SIB,
   displacement) the activation or weight source.
+
+Encoding of 512-bit configurations (EVEX, ``62 [R X B R' 0 mmm] [W vvvv 1 pp] [z L'L b V' aaa]
+opcode ModRM [SIB] [disp]``):
+
+* map ``mmm = 0`` (:data:`EVEX_MAP`): reserved in every published EVEX map assignment (1-3: the
+  0F maps, 4: APX, 5-6: AVX512-FP16, 7: USER_MSR); iced-x86 decodes all of it as invalid
+  (tested opcode by opcode);
+* the same opcodes, ``pp``, ``W`` and operand fields as the VEX form; ``L'L = 10`` (512 bits);
+  ``EVEX.R'`` extends ModRM.reg, ``EVEX.V'`` extends vvvv and ``EVEX.X`` extends a register-form
+  ModRM.rm, so zmm0..zmm31 are all addressable (LUT groups tile the 32 registers);
+* no opmask, zeroing or broadcast (``aaa = 000``, ``z = 0``, ``b = 0``; anything else is #UD): a
+  TLUT writes whole tables and a TGEMV a whole accumulator tile, so a masked lane would leave a
+  table entry or output from another computation behind. Row tails are zero weights instead (a
+  zero weight adds 0 exactly);
+* an 8-bit displacement is scaled by :attr:`OperandSpec.disp8_scale` (EVEX's compressed disp8*N:
+  N = the memory operand's bytes, at most 64, as the full-vector and tuple-1 forms scale).
 """
 
 from __future__ import annotations
@@ -24,6 +40,12 @@ from functools import cache
 from tsar.isa.config import TsarConfig, configs
 
 VEX_MAP = 8
+EVEX_MAP = 0
+"""EVEX ``mmm`` of the 512-bit forms."""
+EVEX_LENGTH_512 = 0b10
+"""EVEX ``L'L`` of a 512-bit operation."""
+DISP8_SCALE_MAX = 64
+"""Largest EVEX disp8 scale N (one zmm)."""
 TLUT_OPCODE_BASE = 0x20
 TGEMV_OPCODE_BASE = 0x30
 
@@ -43,7 +65,8 @@ class Kind(Enum):
 
 MEMORY_SIZE_NAMES = {1: "byte", 2: "word", 4: "dword", 8: "qword", 16: "xmmword", 32: "ymmword",
                      64: "zmmword"}
-"""Intel ``... ptr`` keyword for each memory operand size in bytes."""
+"""Intel ``... ptr`` keyword for each memory operand size in bytes (a larger operand, such as
+c4s4-512's 128-byte weights, has none: its address is written alone)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +88,12 @@ class OperandSpec:
     @property
     def allows_memory(self) -> bool:
         return self.mem_bytes is not None
+
+    @property
+    def disp8_scale(self) -> int:
+        """EVEX compressed-displacement factor N of the memory form: an 8-bit displacement counts
+        units of N bytes (the operand's size, at most :data:`DISP8_SCALE_MAX`)."""
+        return min(self.mem_bytes or 1, DISP8_SCALE_MAX)
 
     def kind_text(self, reg_class: str) -> str:
         """Human-readable operand kind, e.g. ``ymm (group of 2)`` or ``ymm/m256``."""
@@ -93,8 +122,14 @@ class InstructionSpec:
         return base | self.config.slot
 
     @property
+    def encoding(self) -> str:
+        """``"vex"`` or ``"evex"`` (:attr:`~tsar.isa.config.TsarConfig.encoding`)."""
+        return self.config.encoding
+
+    @property
     def vex_l(self) -> int:
-        return 1 if self.config.vector_bits == 256 else 0
+        """The length field: ``VEX.L`` (1: 256-bit, 0: 128-bit) or EVEX ``L'L`` (``10``: 512-bit)."""
+        return {128: 0, 256: 1, 512: EVEX_LENGTH_512}[self.config.vector_bits]
 
     @property
     def uops(self) -> int:
@@ -120,9 +155,10 @@ class InstructionSpec:
     @property
     def encoding_text(self) -> str:
         """Opcode notation in the style of the Intel SDM."""
-        width = "256" if self.vex_l else "128"
         vvvv = "LUT group" if self.operand(Field.VEX_VVVV) else "1111b"
-        return f"VEX.{width}.NP.M{VEX_MAP}.W0 {self.opcode:02X} /r, vvvv={vvvv}"
+        if self.encoding == "evex":
+            return f"EVEX.512.NP.M{EVEX_MAP}.W0 {self.opcode:02X} /r, vvvv={vvvv}, no mask"
+        return f"VEX.{self.config.vector_bits}.NP.M{VEX_MAP}.W0 {self.opcode:02X} /r, vvvv={vvvv}"
 
     @property
     def summary(self) -> str:
@@ -199,9 +235,10 @@ def by_mnemonic(mnemonic: str) -> tuple[InstructionSpec, ...]:
     return _by_mnemonic(configs()).get(mnemonic.lower(), ())
 
 
-def by_opcode(opcode: int, vex_l: int) -> InstructionSpec | None:
-    """The spec a decoder selects from the opcode byte and VEX.L, or None (reserved: #UD)."""
+def by_opcode(opcode: int, vex_l: int, encoding: str = "vex") -> InstructionSpec | None:
+    """The spec a decoder selects from the opcode byte, the length field (VEX.L or EVEX L'L) and
+    the prefix, or None (reserved: #UD)."""
     for spec in instructions():
-        if spec.opcode == opcode and spec.vex_l == vex_l:
+        if spec.opcode == opcode and spec.vex_l == vex_l and spec.encoding == encoding:
             return spec
     return None

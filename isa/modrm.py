@@ -29,12 +29,18 @@ class EncodedRM:
     disp_offset: int | None  # offset of a disp32 inside ``tail`` (for RIP fix-ups), else None
 
 
-def encode_rm(reg_field: int, rm: Register | Memory, *, force_disp32: bool = False) -> EncodedRM:
-    """Encode ``ModRM.reg = reg_field`` (0..15) and the r/m operand ``rm``."""
-    r = reg_field >> 3
+def encode_rm(reg_field: int, rm: Register | Memory, *, force_disp32: bool = False,
+              disp8_scale: int = 1) -> EncodedRM:
+    """Encode ``ModRM.reg = reg_field`` and the r/m operand ``rm``.
+
+    ``r`` is bit 3 of ``reg_field`` (bit 4 is EVEX.R', the caller's); a register ``rm`` puts its bit 3
+    in ``b`` and bit 4 in ``x`` (EVEX.X extends a register-form rm). ``disp8_scale`` is EVEX's
+    compressed-displacement N: an 8-bit displacement is used only for multiples of N, stored / N.
+    """
+    r = reg_field >> 3 & 1
     if isinstance(rm, Register):
         modrm = 0xC0 | (reg_field & 7) << 3 | (rm.num & 7)
-        return EncodedRM(r, 0, rm.num >> 3, bytes([modrm]), None)
+        return EncodedRM(r, rm.num >> 4 & 1, rm.num >> 3 & 1, bytes([modrm]), None)
 
     if rm.scale not in _SCALE_BITS:
         raise AddressingError(f"scale {rm.scale} is not 1, 2, 4 or 8")
@@ -63,8 +69,8 @@ def encode_rm(reg_field: int, rm: Register | Memory, *, force_disp32: bool = Fal
     base = _gpr(rm.base, "base")
     if rm.disp == 0 and (base & 7) != 0b101 and not force_disp32:
         mod, disp = 0b00, b""
-    elif -128 <= rm.disp <= 127 and not force_disp32:
-        mod, disp = 0b01, rm.disp.to_bytes(1, "little", signed=True)
+    elif rm.disp % disp8_scale == 0 and -128 <= rm.disp // disp8_scale <= 127 and not force_disp32:
+        mod, disp = 0b01, (rm.disp // disp8_scale).to_bytes(1, "little", signed=True)
     else:
         mod, disp = 0b10, _d32(rm.disp)
     needs_sib = index is not None or (base & 7) == 0b100
@@ -77,18 +83,20 @@ def encode_rm(reg_field: int, rm: Register | Memory, *, force_disp32: bool = Fal
     return EncodedRM(r, x, base >> 3, head + disp, len(head) if mod == 0b10 else None)
 
 
-def decode_rm(data: bytes, offset: int, r: int, x: int, b: int,
-              reg_class: str) -> tuple[int, Register | Memory, int]:
+def decode_rm(data: bytes, offset: int, r: int, x: int, b: int, reg_class: str, *,
+              disp8_scale: int = 1, x_extends_register: bool = False) -> tuple[int, Register | Memory, int]:
     """Decode ModRM at ``data[offset]``; returns ``(reg_field, rm_operand, bytes_consumed)``.
 
-    Register-form ``rm`` operands are returned as ``Register(reg_class, n)``.
+    Register-form ``rm`` operands are returned as ``Register(reg_class, n)``, ``x`` giving bit 4 of
+    ``n`` when ``x_extends_register`` (EVEX). An 8-bit displacement is multiplied by
+    ``disp8_scale`` (EVEX's compressed disp8*N).
     """
     modrm = _byte(data, offset)
     mod, reg, rm = modrm >> 6, (modrm >> 3) & 7, modrm & 7
     reg_field = reg | r << 3
     pos = offset + 1
     if mod == 0b11:
-        return reg_field, Register(reg_class, rm | b << 3), 1
+        return reg_field, Register(reg_class, rm | b << 3 | (x << 4 if x_extends_register else 0)), 1
 
     base: str | None
     index: str | None = None
@@ -114,6 +122,8 @@ def decode_rm(data: bytes, offset: int, r: int, x: int, b: int,
     if pos + disp_len > len(data):
         raise AddressingError("instruction truncated inside its displacement")
     disp = int.from_bytes(data[pos:pos + disp_len], "little", signed=True) if disp_len else 0
+    if disp_len == 1:
+        disp *= disp8_scale
     pos += disp_len
     return reg_field, Memory(base=base, index=index, scale=scale, disp=disp), pos - offset
 

@@ -55,6 +55,10 @@ def parse_number(text: str) -> int:
 
 def parse_operand(text: str) -> Operand:
     t = text.strip()
+    if "{" in t:
+        raise SyntaxProblem(f"{t!r}: T-SAR instructions take no opmask, zeroing or broadcast "
+                            "({k1}, {z}, {1toN}): a LUT group and an accumulator tile are whole "
+                            "registers (pad row tails with zero weights)")
     reg = _VECTOR_RE.match(t.lower())
     if reg:
         cls, num = reg.group(1), int(reg.group(2))

@@ -11,7 +11,7 @@ import pytest
 from tsar.common.toolchain import CompileError
 from tsar.isa import codec, configs
 from tsar.isa.cheader import REGENERATE, asm_macro_name, header_text, macro_name, macro_params
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.isa.instructions import Field, InstructionSpec, Kind, instructions
 from tsar.isa.operands import Memory, Register
 from tsar.isa.stream import Decoded, decode_stream
@@ -28,6 +28,12 @@ pinned as a base register."""
 GPR_PAIRS = (("rdi", "rsi"), ("r12", "r13"), ("rbp", "r8"), ("r9", "r15"), ("rbx", "r14"),
              ("r13", "r12"), ("r10", "r11"))
 """(activation pointer, weight pointer) registers: SIB (rsp/r12) and disp8 (rbp/r13) forms, REX.B."""
+
+
+def _flags(cfg: TsarConfig) -> tuple[str, ...]:
+    """gcc flags for a probe of ``cfg``: AVX-512 register variables for the EVEX forms, whose 64-byte
+    locals need a 64-byte incoming stack for %rbp to stay pinnable."""
+    return ("-mavx512f", "-mincoming-stack-boundary=6") if cfg.encoding == "evex" else FLAGS
 
 
 def _pair(cfg: TsarConfig) -> tuple[InstructionSpec, InstructionSpec]:
@@ -58,6 +64,8 @@ def test_macro_names_follow_the_naming_rule():
     assert names[("c4s4", Kind.TGEMV)] == "TSAR_TGEMV16X16"
     assert names[("c2s4-128", Kind.TLUT)] == "TSAR_TLUT2X4_128"
     assert names[("c2s4-128", Kind.TGEMV)] == "TSAR_TGEMV8X8_128"
+    assert names[("c2s4-512", Kind.TGEMV)] == "TSAR_TGEMV8X32_512"
+    assert names[("c4s4-512", Kind.TLUT)] == "TSAR_TLUT4X4_512"
     assert len(set(names.values())) == len(names)
     text = header_text()
     for spec in instructions():
@@ -77,7 +85,7 @@ def test_macro_parameters_follow_the_operands():
 def _source(cfg: TsarConfig, pa: str, pw: str, luts: list[int], acc: int, cls: str | None = None) -> str:
     tlut, tgemv = _pair(cfg)
     cls = cls or cfg.register_class
-    vt = {"ymm": "__m256i", "xmm": "__m128i"}[cls]
+    vt = {"zmm": "__m512i", "ymm": "__m256i", "xmm": "__m128i"}[cls]
     names = [f"l{i}" for i in range(len(luts))]
     decl = ", ".join(f'{n} __asm__("{cls}{r}")' for n, r in zip(names, luts, strict=True))
     args = ", ".join(names)
@@ -102,10 +110,10 @@ def _cases() -> list[tuple[str, str, str, int, int]]:
     out = []
     for cfg in configs():
         n = cfg.group_regs
-        bases = list(range(0, VECTOR_REGISTERS, n))
+        bases = list(range(0, cfg.addressable_registers, n))
         for i, (pa, pw) in enumerate(GPR_PAIRS):
             base = bases[-1 - i // 2 % len(bases)] if i % 2 == 0 else bases[i // 2 % len(bases)]
-            free = [r for r in range(VECTOR_REGISTERS) if not base <= r < base + n]
+            free = [r for r in range(cfg.addressable_registers) if not base <= r < base + n]
             out.append((cfg.name, pa, pw, base, free[0] if i % 2 == 0 else free[-1]))
     return out
 
@@ -134,7 +142,7 @@ def test_header_encodings_match_the_isa(tmp_path, name: str, pa: str, pw: str, b
     n = cfg.group_regs
     src = tmp_path / f"probe_{name}_{pa}_{pw}_{base}_{acc}.c"
     src.write_text(_source(cfg, pa, pw, list(range(base, base + n)), acc))
-    elf = load_elf_image(compile_c(src, FLAGS).read_bytes())
+    elf = load_elf_image(compile_c(src, _flags(cfg)).read_bytes())
     code = bytes(elf.image)
     found = _tsar_instructions(code, elf.exec_ranges)
     tlut, tgemv = _pair(cfg)
@@ -148,7 +156,7 @@ def test_header_encodings_match_the_isa(tmp_path, name: str, pa: str, pw: str, b
 def _bad_groups(cfg: TsarConfig) -> list[list[int]]:
     """LUT groups the macros must reject: a base off by one, and an aligned base out of order."""
     n = cfg.group_regs
-    base = VECTOR_REGISTERS - n
+    base = cfg.addressable_registers - n
     swapped = list(range(base, base + n))
     swapped[-2:] = swapped[:-3:-1]
     return [list(range(1, 1 + n)), swapped]
@@ -159,19 +167,21 @@ def _bad_groups(cfg: TsarConfig) -> list[list[int]]:
 def test_header_rejects_misaligned_groups(tmp_path, name: str):
     cfg = next(c for c in configs() if c.name == name)
     for i, luts in enumerate(_bad_groups(cfg)):
-        acc = next(r for r in range(VECTOR_REGISTERS) if r not in luts)
+        acc = next(r for r in range(cfg.addressable_registers) if r not in luts)
         src = tmp_path / f"bad_{name}_{i}.c"
         src.write_text(_source(cfg, "rdi", "rsi", luts, acc))
         with pytest.raises(CompileError, match="LUT group"):
-            compile_c(src, FLAGS)
+            compile_c(src, _flags(cfg))
 
 
 @needs_gcc
 @pytest.mark.parametrize("name", [c.name for c in configs()])
 def test_header_rejects_the_other_register_class(tmp_path, name: str):
     cfg = next(c for c in configs() if c.name == name)
-    other = {"ymm": "xmm", "xmm": "ymm"}[cfg.register_class]
+    other = {"zmm": "ymm", "ymm": "xmm", "xmm": "ymm"}[cfg.register_class]
     src = tmp_path / f"class_{name}.c"
     src.write_text(_source(cfg, "rdi", "rsi", list(range(cfg.group_regs)), 15, cls=other))
-    with pytest.raises(CompileError, match=f"not one of %{cfg.register_class}0"):
-        compile_c(src, FLAGS)
+    with pytest.raises(CompileError, match=f"not one of the {cfg.addressable_registers} addressable "
+                                           f"%{cfg.register_class} registers"):
+        compile_c(src, _flags(cfg))
+

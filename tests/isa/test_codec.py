@@ -1,4 +1,4 @@
-"""VEX3 encoder/decoder of the T-SAR family: round trips, rejections, no collision with x86."""
+"""VEX3 and EVEX encoder/decoder of the T-SAR family: round trips, rejections, no collision with x86."""
 
 import multiprocessing
 import subprocess
@@ -24,7 +24,7 @@ from tsar.isa import (
     is_tsar,
     make,
 )
-from tsar.isa.instructions import VEX_MAP, Field, Kind
+from tsar.isa.instructions import EVEX_MAP, VEX_MAP, Field, Kind
 from tsar.isa.operands import GPR64
 
 SPECS = [pytest.param(spec, id=f"{spec.mnemonic}-{spec.config.name}") for spec in instructions()]
@@ -47,8 +47,8 @@ def memories() -> st.SearchStrategy[Memory]:
     return st.one_of(with_base, no_base, absolute, rip)
 
 
-def aligned_reg(cls: str, regs: int) -> st.SearchStrategy[Register]:
-    return st.integers(0, 16 // regs - 1).map(lambda n: Register(cls, n * regs))
+def aligned_reg(cls: str, regs: int, count: int = 16) -> st.SearchStrategy[Register]:
+    return st.integers(0, count // regs - 1).map(lambda n: Register(cls, n * regs))
 
 
 @st.composite
@@ -60,7 +60,7 @@ def tsar_instructions(draw: st.DrawFn, spec):
             mem = draw(memories())
             ops.append(Memory(mem.base, mem.index, mem.scale, mem.disp, size=op.mem_bytes))
         else:
-            ops.append(draw(aligned_reg(cls, op.regs)))
+            ops.append(draw(aligned_reg(cls, op.regs, spec.config.addressable_registers)))
     return make(spec.mnemonic, *ops)
 
 
@@ -84,6 +84,32 @@ def test_extended_registers_set_vex_bits() -> None:
     assert code[0] == 0xC4 and code[1] & 0x1F == VEX_MAP
     assert code[1] >> 5 == 0b000  # R, X, B all set (stored inverted)
     assert decode(code).operands == inst.operands
+
+
+def test_evex_forms_address_zmm0_to_31() -> None:
+    """EVEX.R' / V' / X carry bit 4 of ModRM.reg, vvvv and a register-form ModRM.rm."""
+    inst = make("tgemv8x32", Register("zmm", 17), Register("zmm", 31), Register("zmm", 22))
+    code = encode(inst)
+    assert code[0] == 0x62 and code[1] & 0x0F == EVEX_MAP and code[3] >> 5 & 3 == 0b10
+    assert (code[1] >> 4 & 1, code[3] >> 3 & 1, code[1] >> 6 & 1) == (0, 0, 0)  # R', V', X (inverted)
+    assert decode(code).operands == inst.operands
+    low = encode(make("tgemv8x32", Register("zmm", 1), Register("zmm", 2), Register("zmm", 3)))
+    assert (low[1] >> 4 & 1, low[3] >> 3 & 1, low[1] >> 6 & 1) == (1, 1, 1)
+
+
+def test_evex_disp8_is_scaled_by_the_operand_size() -> None:
+    """EVEX's compressed disp8*N, N = the memory operand's bytes (at most 64)."""
+    def length(mnemonic: str, disp: int) -> tuple[int, int]:
+        cfg_regs = {"tlut2x4": (Register("zmm", 0),), "tgemv8x32": (Register("zmm", 0), Register("zmm", 1)),
+                    "tgemv16x32": (Register("zmm", 0), Register("zmm", 4))}[mnemonic]
+        inst = make(mnemonic, *cfg_regs, Memory(base="rdx", disp=disp))
+        code = encode(inst)
+        assert decode(code).operand(Field.MODRM_RM).disp == disp
+        return len(code), code[-1]
+    assert length("tgemv8x32", 64) == (7, 1) and length("tgemv8x32", -128 * 64)[0] == 7
+    assert length("tgemv8x32", 32)[0] == 10 and length("tgemv8x32", 128 * 64)[0] == 10
+    assert length("tlut2x4", 8 * 127) == (7, 127) and length("tlut2x4", 4)[0] == 10
+    assert length("tgemv16x32", 128) == (7, 2)  # 128-byte weights: N capped at 64
 
 
 def test_displacement_sizes() -> None:
@@ -142,11 +168,64 @@ def test_decoder_reports_ud() -> None:
         assert name
 
 
+def test_evex_decoder_reports_ud() -> None:
+    good = encode(make("tgemv8x32", Register("zmm", 0), Register("zmm", 8), Memory(base="rdx")))
+    cases = {
+        "opmask": _patched(good, 3, good[3] | 0x01),
+        "zeroing": _patched(good, 3, good[3] | 0x80),
+        "broadcast": _patched(good, 3, good[3] | 0x10),
+        "L'L=01": _patched(good, 3, (good[3] & ~0x60) | 0x20),
+        "P1 bit 2": _patched(good, 2, good[2] & ~0x04),
+        "W=1": _patched(good, 2, good[2] | 0x80),
+        "reserved opcode": _patched(good, 4, 0x3F),
+        "truncated": good[:5],
+    }
+    tlut = encode(make("tlut2x4", Register("zmm", 8), Memory(base="rdi")))
+    cases["V' used in TLUT"] = _patched(tlut, 3, tlut[3] & ~0x08)
+    for name, code in cases.items():
+        with pytest.raises(InvalidInstruction):
+            decode(code)
+        assert name
+    assert decode(good).operands[0] == Register("zmm", 0)
+    with pytest.raises(InvalidInstruction, match="opmask"):
+        decode(cases["opmask"])
+
+
+def test_iced_sees_every_evex_tsar_encoding_as_invalid() -> None:
+    """The 512-bit forms, with every R X B R' and V' and several vvvv, are invalid x86 in iced-x86."""
+    rng = np.random.default_rng(1)
+    wide = [spec for spec in instructions() if spec.encoding == "evex"]
+    assert wide
+    for spec in wide:
+        for mod_rm in range(256):
+            tail = bytes([mod_rm]) + rng.integers(0, 256, 6, dtype=np.uint8).tobytes()
+            for high in range(16):
+                for vvvv in (0, 8, 15, 16, 31):
+                    p0 = high << 4 | EVEX_MAP
+                    p1 = (~vvvv & 0xF) << 3 | 0x04
+                    p2 = spec.vex_l << 5 | (~vvvv >> 4 & 1) << 3
+                    code = bytes([0x62, p0, p1, p2, spec.opcode]) + tail
+                    assert iced_x86.Decoder(64, code).decode().is_invalid, code.hex()
+
+
+def test_whole_evex_map_is_free_in_iced() -> None:
+    """EVEX map 0: every opcode, pp, W, L'L, z, b and aaa decodes as invalid."""
+    for opcode in range(256):
+        for fields in range(0, 1 << 10, 3):
+            w, pp, ll, z, b, aaa = fields >> 9 & 1, fields >> 7 & 3, fields >> 5 & 3, fields >> 4 & 1, \
+                fields >> 3 & 1, fields & 7
+            p1 = w << 7 | 0x78 | 0x04 | pp
+            p2 = z << 7 | (ll % 3) << 5 | b << 4 | 0x08 | aaa
+            code = bytes([0x62, 0xF0 | EVEX_MAP, p1, p2, opcode, 0x06, 0, 0, 0, 0])
+            assert iced_x86.Decoder(64, code).decode().is_invalid, code.hex()
+
+
 def test_iced_sees_every_tsar_encoding_as_invalid() -> None:
     """No T-SAR encoding, in any operand form, collides with a real x86 instruction."""
     rng = np.random.default_rng(0)
     checked = 0
-    for spec in instructions():
+    vex = [spec for spec in instructions() if spec.encoding == "vex"]
+    for spec in vex:
         for mod_rm in range(256):
             tail = bytes([mod_rm]) + rng.integers(0, 256, 6, dtype=np.uint8).tobytes()
             for b1_high in range(8):
@@ -157,7 +236,7 @@ def test_iced_sees_every_tsar_encoding_as_invalid() -> None:
                     ins = iced_x86.Decoder(64, code).decode()
                     assert ins.is_invalid, code.hex()
                     checked += 1
-    assert checked == len(instructions()) * 256 * 8 * 3
+    assert checked == len(vex) * 256 * 8 * 3
 
 
 def test_whole_map_is_free_in_iced() -> None:

@@ -6,7 +6,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tsar.isa import C2S4, C2S4_128, C4S4, configs, pack_tile, tgemv, tlut, unpack_tile, weight_codes
+from tsar.isa import (
+    C2S4,
+    C2S4_128,
+    C2S4_512,
+    C4S4,
+    C4S4_512,
+    configs,
+    pack_tile,
+    tgemv,
+    tlut,
+    unpack_tile,
+    weight_codes,
+)
 from tsar.isa.config import TsarConfig
 from tsar.isa.semantics import tile_matvec
 
@@ -80,7 +92,7 @@ def test_tgemv_wraps_like_vpaddw() -> None:
 def test_overflow_bound_edge(cfg: TsarConfig, sign: int) -> None:
     """``max_tgemv_per_widen`` TGEMVs at the extreme never wrap; one more does."""
     n = cfg.max_tgemv_per_widen()
-    assert n == {C2S4: 32, C4S4: 16, C2S4_128: 32}[cfg]
+    assert n == {C2S4: 32, C4S4: 16, C2S4_128: 32, C2S4_512: 32, C4S4_512: 16}[cfg]
     act = np.full(cfg.k, 127, np.int8)
     tile = np.full((cfg.m, cfg.k), sign, np.int8)
     group, packed = tlut(cfg, act), pack_tile(cfg, tile)
@@ -98,6 +110,11 @@ def test_derived_parameters() -> None:
     assert (C2S4_128.m, C2S4_128.group_regs, C2S4_128.tgemv_uops) == (8, 4, 4)
     assert C2S4.tgemv_mnemonic == "tgemv8x16" and C4S4.tgemv_mnemonic == "tgemv16x16"
     assert C2S4.bits_per_weight == 2
+    assert (C2S4_512.group_regs, C2S4_512.m, C2S4_512.weight_bits, C2S4_512.encoding) == (1, 32, 512, "evex")
+    wide = C4S4_512
+    assert (wide.group_regs, wide.weight_regs, wide.weight_bytes, wide.tgemv_uops) == (4, 2, 128, 4)
+    assert C2S4_512.tgemv_mnemonic == "tgemv8x32" and C4S4_512.tlut_mnemonic == "tlut4x4"
+    assert C4S4_512.addressable_registers == 32 and C4S4.addressable_registers == 16
 
 
 def test_bad_shapes_and_values() -> None:
@@ -111,7 +128,7 @@ def test_bad_shapes_and_values() -> None:
         tgemv(C2S4, np.zeros(16, np.int16), np.zeros(32, np.int16), np.zeros(31, np.uint8))
 
 
-@pytest.mark.parametrize("kwargs", [dict(c=5, s=4), dict(c=2, s=3), dict(c=2, s=4, vector_bits=512),
+@pytest.mark.parametrize("kwargs", [dict(c=5, s=4), dict(c=2, s=3), dict(c=2, s=4, vector_bits=1024),
                                     dict(c=1, s=1)])
 def test_invalid_configs_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
