@@ -10,10 +10,11 @@ asm macro.
 
 Naming rule (:func:`macro_name`): ``TSAR_`` + the upper-cased mnemonic, plus ``_<vector bits>`` for
 configurations of another width than 256 bits (``TSAR_TLUT2X4`` is c2s4's, ``TSAR_TLUT2X4_128`` is
-c2s4-128's, ``TSAR_TLUT2X4_512`` c2s4-512's). The asm macro is the lower-cased C name (``tsar_tlut2x4_128``). C parameters follow the
-operands: a register group of ``n`` becomes ``lut0 .. lut{n-1}``, a single register keeps the operand
-name (``acc``), and a memory operand becomes a pointer (``act_ptr`` for activations, ``w_ptr`` for
-weights; weights are always the memory form, e.g. 64 bytes for c4s4).
+c2s4-128's, ``TSAR_TLUT2X4_512`` c2s4-512's). The asm macro is the lower-cased C name
+(``tsar_tlut2x4_128``). C parameters follow the operands: a register group of ``n`` becomes
+``lut0 .. lut{n-1}``, a single register keeps the operand name (``acc``), and a memory operand becomes
+a pointer (``act_ptr`` for activations, ``w_ptr`` for weights; weights are always the memory form,
+e.g. 64 bytes for c4s4).
 
 :func:`header_text` is the header; :func:`header_dir` writes it into the cache and returns the
 directory to put on the include path; :func:`write_header` writes it to a file. ``kernels/c/tsar.h``
@@ -304,9 +305,9 @@ def _body() -> str:
         " * The assembler knows no T-SAR mnemonics, so the asm macros below map the operand names the",
         " * compiler picked (%xmmN / %ymmN / %zmmN, %rax..%r15) to their numbers, check them, and emit",
         f" * the VEX3 prefix C4 [R X B {VEX_MAP:05b}] [W vvvv L pp] (128 and 256 bits) or the EVEX prefix",
-        f" * 62 [R X B R' 0 {EVEX_MAP:03b}] [W vvvv 1 pp] [0 L'L 0 V' 000] (512 bits), the opcode and a [base]",
-        " * ModRM/SIB/disp8 memory operand; encodings follow tsar.isa.instructions and the tests check",
-        " * them against tsar.isa.codec.",
+        f" * 62 [R X B R' 0 {EVEX_MAP:03b}] [W vvvv 1 pp] [0 L'L 0 V' 000] (512 bits), the opcode and a",
+        " * [base] ModRM/SIB/disp8 memory operand; encodings follow tsar.isa.instructions and the tests",
+        " * check them against tsar.isa.codec.",
         " *",
         " * Naming: TSAR_<MNEMONIC>, suffixed _<vector bits> for configurations of another width than "
         f"{DEFAULT_VECTOR_BITS} bits",
