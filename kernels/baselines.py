@@ -69,19 +69,6 @@ def _check_isa_name(isa: str) -> None:
         raise ValueError(f"unknown isa {isa!r}; expected one of {', '.join(ISAS)}")
 
 
-def _pack_dense(w_t: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    w = np.asarray(w_t)
-    if w.ndim != 2 or w.dtype != np.int8:
-        raise ValueError(f"dense: expected int8 (M, K) weights, got {w.dtype} {w.shape}")
-    if w.shape[1] % 64:
-        raise ValueError(f"dense: K must be a multiple of 64, got {w.shape[1]}")
-    maxabs = int(np.abs(w.astype(np.int16)).max()) if w.size else 0
-    if maxabs > 64:
-        raise ValueError(f"dense: weights must satisfy |w| <= 64 (pmaddubsw range), got max |w| = {maxabs}")
-    flush = max(1, min(w.shape[1] // 32, 32767 // (2 * 255 * max(maxabs, 1))))
-    return w.reshape(-1).view(np.uint8), w.astype(np.int32).sum(axis=1, dtype=np.int32), flush
-
-
 @dataclass
 class NativeKernel:
     """Weights packed for one native kernel, ready to multiply."""
@@ -90,7 +77,7 @@ class NativeKernel:
     m: int
     k: int
     w_scale: float
-    packed: Any                       # the format object (formats.*), or None for dense
+    packed: Any                       # the format object (formats.*)
     nbytes: int                       # weight bytes one product reads
     _data: np.ndarray = field(repr=False)
     _aux: np.ndarray | None = field(repr=False)
@@ -195,19 +182,16 @@ def prepare(name: str, w_t: np.ndarray, w_scale: float = 1.0, **options: int) ->
     _check_name(name)
     bm = bk = 0
     aux = None
-    packed: Any = None
     spec = NATIVE_KERNELS[name]
-    if spec.packer is None:
-        data, aux, bk = _pack_dense(w_t)
-        nbytes = data.size
-    elif spec.blocked:
-        packed = spec.packer.pack(w_t, **options)
+    packed = spec.packer.pack(w_t, **options)
+    if spec.blocked:
         if getattr(packed, "bmm", 32) != 32:
             raise ValueError(f"{name} kernel: expected bmm=32, got {packed.bmm}")
         data, bm, bk, nbytes = packed.data, packed.bm, packed.bk, packed.nbytes
     else:
-        packed = spec.packer.pack(w_t, **options)
         data, nbytes = packed.data.view(np.uint8), packed.nbytes
+    if spec.aux:   # dense: the row sums, and its int16 flush step in bk
+        aux, bk = packed.aux, packed.bk
     m, k = np.asarray(w_t).shape
     buf = aligned_empty(data.size + ALIGN)
     buf[:data.size] = data

@@ -7,34 +7,39 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from types import ModuleType
 
-from tsar.kernels.formats import i2s, int2_vnni, iq1_bn, iq2_bn, tl1, tl2, tq1_0, tq2_0, trit5
+from tsar.kernels.formats import dense, i2s, int2_vnni, iq1_bn, iq2_bn, tl1, tl2, tq1_0, tq2_0, trit5
 
 
 @dataclass(frozen=True)
 class NativeKernelSpec:
     """One native baseline kernel.
 
-    ``packer``: the format module whose ``pack(w_t, **options)`` lays out the weights (None: the
-    dense int8 layout packed in :mod:`tsar.kernels.baselines`); ``lib_id``: the name of its id in
-    the native library (``TSAR_TL2``); ``blocked``: takes ``bm``/``bk`` block sizes and a work-size
-    query; ``prepared``: prepares each token's activations into scratch, so its simulator GEMV
-    takes work of ``tsar_sim_<name>_work_size()`` bytes as the blocked kernels' does;
+    ``packer``: the format module whose ``pack(w_t, **options)`` lays out the weights;
+    ``lib_id``: the name of its id in the native library (``TSAR_TL2``); ``blocked``: takes
+    ``bm``/``bk`` block sizes and a work-size query; ``prepared``: prepares each token's activations
+    into scratch, so its simulator GEMV takes work of ``tsar_sim_<name>_work_size()`` bytes as the
+    blocked kernels' does; ``aux``: reads per-row weight sums (``tsar_weights.aux``, the packed
+    format's ``aux``; dense), so its simulator entries take the whole weight descriptor, ``(w, aux,
+    m, k, bm, bk, ...)`` (``TSAR_SIM_PREP_AUX`` in ``native/common.h``);
     ``simulated``: has entry points in the simulator library (``tsar_sim_<name>_gemv``, ...);
     ``modelled``: a simulated kernel that ``tsar compare`` and ``tsar validate-model`` model as a
-    baseline (the public formats are simulated but not modelled yet); ``source``: the stem of its C
+    baseline (the public formats, dense and trit5 are simulated and checked but not modelled);
+    ``source``: the stem of its C
     source ``native/<source>.c`` (default ``name``; files of two kernels share one); ``overread``:
     bytes its loads may reach past the packed weights (the buffer must be padded that much);
     ``compared``: measured by ``tsar compare`` beside T-SAR. ``sim_isas``: the ISA levels of
     :data:`SIM_ISAS` whose rows function the simulator library exposes (``avx2``: the entries
-    above; another level ``isa``: the same entries named ``tsar_sim_<name>_<isa>_...``).
+    above; another level ``isa``: the same entries named ``tsar_sim_<name>_<isa>_...``; trit5's
+    ``avx512`` entries run its VBMI rows, which natively need ``avx512vbmi`` beside the level's flags).
     """
 
     name: str
     description: str
-    packer: ModuleType | None
+    packer: ModuleType
     lib_id: str
     blocked: bool = False
     prepared: bool = False
+    aux: bool = False
     simulated: bool = False
     modelled: bool = True
     source: str = ""
@@ -62,12 +67,14 @@ NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
     NativeKernelSpec("tl1", "bitnet.cpp TL1 (2-weight index, pshufb tables)", tl1, "TSAR_TL1", blocked=True,
                      simulated=True),
     NativeKernelSpec("i2s", "bitnet.cpp I2_S (2-bit, pmaddubsw / vpdpbusd)", i2s, "TSAR_I2S", simulated=True,
-                     sim_isas=("avx2", "avxvnni")),
-    NativeKernelSpec("dense", "int8 weights (pmaddubsw / vpdpbusd)", None, "TSAR_DENSE"),
+                     sim_isas=("avx2", "avxvnni", "avx512")),
+    NativeKernelSpec("dense", "int8 weights (pmaddubsw / vpdpbusd)", dense, "TSAR_DENSE", prepared=True,
+                     aux=True, simulated=True, modelled=False, sim_isas=("avx2", "avxvnni", "avx512")),
     NativeKernelSpec("int2", "Intel 2-bit up-convert (pmaddubsw / vpdpbusd)", int2_vnni, "TSAR_INT2",
                      simulated=True, sim_isas=("avx2", "avxvnni", "avx512")),
     NativeKernelSpec("trit5", "5 trits per byte (VBMI lookups + vpdpbusd, AVX2 decode)", trit5, "TSAR_TRIT5",
-                     compared=False),
+                     prepared=True, simulated=True, modelled=False, compared=False,
+                     sim_isas=("avx2", "avxvnni", "avx512")),
     NativeKernelSpec("tq1_0", "llama.cpp TQ1_0 (base-3, 5 trits per byte, 1.69 b/w)", tq1_0, "TSAR_TQ1_0",
                      **_PUBLIC, source="tq", overread=10),
     NativeKernelSpec("tq2_0", "llama.cpp TQ2_0 (2-bit, 256-weight blocks, 2.06 b/w)", tq2_0, "TSAR_TQ2_0",
@@ -127,8 +134,9 @@ SIMULATED_VARIANTS = tuple(native_label(name, isa) for name in SIMULATED
 """Their builds at other ISA levels (``int2-avxvnni``, ``int2-avx512``): modelled where a
 platform's cores execute the level, measured where the host does."""
 SIMULATED_PUBLIC = tuple(name for name in SIM_LIBRARY if not NATIVE_KERNELS[name].modelled)
-"""The public ternary formats: simulated (exact, counted), not modelled as baselines yet."""
+"""The simulated kernels that are not modelled as baselines (yet): the public ternary formats, dense
+and trit5: simulated (exact, counted) and checked."""
 SIMULATED_PUBLIC_VARIANTS = tuple(native_label(name, isa) for name in SIMULATED_PUBLIC
                                   for isa in NATIVE_KERNELS[name].sim_isas if isa != "avx2")
-"""The public formats' builds at other ISA levels (simulated and checked, not modelled)."""
+"""Their builds at other ISA levels (simulated and checked, not modelled)."""
 COMPARED = tuple(name for name, spec in NATIVE_KERNELS.items() if spec.compared)

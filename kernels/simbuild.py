@@ -16,7 +16,11 @@ k int8 activations in [-127, 127], ``out`` m int32, ``work`` 64-byte aligned scr
     int tsar_sim_int2_gemv(const uint8_t *w, int m, int k, const int8_t *a, int32_t *out);
     unsigned long tsar_sim_tq2_0_work_size(int m, int k, int bm, int bk);   /* bm, bk unused */
     int tsar_sim_tq2_0_gemv(const uint8_t *w, int m, int k, const int8_t *a, void *work, int32_t *out);
-                                                  /* likewise tq1_0, iq2_bn, iq1_bn (prepared activations) */
+                                       /* likewise tq1_0, iq2_bn, iq1_bn, trit5 (prepared activations) */
+    unsigned long tsar_sim_dense_work_size(int m, int k, int bm, int bk);
+    int tsar_sim_dense_gemv(const uint8_t *w, const int32_t *aux, int m, int k, int bm, int bk,
+                            const int8_t *a, void *work, int32_t *out);
+                   /* the weight descriptor: aux the row sums, bk the int16 flush step; a 32-byte aligned */
 
 and for n tokens (``a`` n x k, ``out`` n x m, ``work`` 64-byte aligned scratch of the size
 ``*_gemm_work_size`` reports: the LUT kernels' n tables, the prepared kernels' n sums and n prepared
@@ -27,11 +31,14 @@ through the same token-blocked rows functions that run natively:
     int tsar_sim_tl2_gemm(const uint8_t *w, int m, int k, int bm, int bk, const int8_t *a, int n,
                           void *work, int32_t *out);                      /* likewise tl1 */
     int tsar_sim_i2s_gemm(const uint8_t *w, int m, int k, const int8_t *a, int n, void *work,
-                          int32_t *out);                  /* likewise int2, tq2_0, tq1_0, iq2_bn, iq1_bn */
+                          int32_t *out);           /* likewise int2, trit5, tq2_0, tq1_0, iq2_bn, iq1_bn */
+    int tsar_sim_dense_gemm(const uint8_t *w, const int32_t *aux, int m, int k, int bm, int bk,
+                            const int8_t *a, int n, void *work, int32_t *out);
 
 A kernel whose registry entry lists ``avx512`` in ``sim_isas`` also has the same entry points
 through its AVX-512 rows function, named with the ISA (``tsar_sim_int2_avx512_gemv``...: EVEX code,
-simulated on any host, run natively only on one with the flags of ``registry.SIM_ISAS``).
+simulated on any host, run natively only on one with the flags of ``registry.SIM_ISAS``; trit5's
+are its VBMI rows, which need ``avx512vbmi`` too); likewise ``avxvnni`` (``tsar_sim_int2_avxvnni_gemv``...).
 
 Weights are in the formats of :mod:`tsar.kernels.formats` (``TL2Weights.data`` etc.), padded by the
 registry's ``overread`` bytes; 0 means success (-1: a shape the format cannot take).

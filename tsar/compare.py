@@ -55,7 +55,7 @@ class Row:
 
     kernel: str
     family: str                  # "T-SAR" or "native"
-    modelled: float | None       # simulated counts + timing model; None: not simulated
+    modelled: float | None       # simulated counts + timing model; None: not modelled
     bytes_per_token: float | None
     bits_per_weight: float
     bound: str = ""

@@ -117,7 +117,9 @@ static inline void tsar_zero_bytes(void *dst, size_t n) {
  * natively. Each kernel file defines static prep_size/prep/check/rows_avx2 and expands one of
  * these (files of two kernels name their functions: TSAR_SIM_PREP_SUM below). LUT kernels take
  * 'work', 64-byte aligned scratch of tsar_sim_NAME_work_size() bytes for their tables; sum kernels
- * need the activation sum for their offset correction. */
+ * need the activation sum for their offset correction; dense takes its row sums
+ * (TSAR_SIM_PREP_AUX); trit5 defines TSAR_SIM_PREP_SUM's signatures itself (its work also holds
+ * zero-padded activations and its rows' scratch). */
 #define TSAR_SIM_LUT_GEMV(NAME)                                                                    \
     unsigned long tsar_sim_##NAME##_work_size(int m, int k, int bm, int bk) {                      \
         const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
@@ -212,6 +214,48 @@ static inline void tsar_zero_bytes(void *dst, size_t n) {
         uint8_t *prep = tsar_token_sums(a, k, n, work);                                            \
         const tsar_acts s = {&w, a, (int32_t *)work, prep, (size_t)k, tsar_round_up(PREP_SIZE(&w), TSAR_ALIGN), n}; \
         for (int t = 0; t < n; t++) PREP(&s, t);                                                   \
+        ROWS(&s, out, 0, m);                                                                       \
+        return 0;                                                                                  \
+    }
+
+/* Kernels that read per-row weight sums (tsar_weights.aux) and prepare each token's activations
+ * into scratch: dense, whose activations are offset to u8 (a + 128), so that the rows subtract
+ * 128 times the row sum. The entries take the whole weight descriptor, its fields in order:
+ *     unsigned long tsar_sim_NAME_work_size(int m, int k, int bm, int bk);
+ *     int tsar_sim_NAME_gemv(const uint8_t *w, const int32_t *aux, int m, int k, int bm, int bk,
+ *                            const int8_t *a, void *work, int32_t *out);
+ *     unsigned long tsar_sim_NAME_gemm_work_size(int m, int k, int bm, int bk, int n);
+ *     int tsar_sim_NAME_gemm(const uint8_t *w, const int32_t *aux, int m, int k, int bm, int bk,
+ *                            const int8_t *a, int n, void *work, int32_t *out);
+ * aux: m int32 row sums; bm, bk as the packer chose them (dense: bm unused, bk its int16 flush
+ * step). work (64-byte aligned): n prepared tokens, each rounded up to 64 bytes (GEMV: one). The
+ * prep reads a with aligned loads, as it reads the native workspace's copy: a must be 32-byte
+ * aligned (else -1), and k keeps the next token's row aligned too (dense: k % 64 == 0). */
+#define TSAR_SIM_PREP_AUX(NAME, ROWS)                                                              \
+    unsigned long tsar_sim_##NAME##_work_size(int m, int k, int bm, int bk) {                      \
+        const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
+        return (unsigned long)prep_size(&w);                                                       \
+    }                                                                                              \
+    int tsar_sim_##NAME##_gemv(const uint8_t *wp, const int32_t *aux, int m, int k, int bm, int bk, \
+                               const int8_t *a, void *work, int32_t *out) {                        \
+        const tsar_weights w = {wp, aux, m, k, bm, bk};                                            \
+        if (check(&w) || ((uintptr_t)a & 31)) return -1;                                           \
+        const tsar_acts s = {&w, a, 0, (uint8_t *)work, 0, 0, 1};                                 \
+        prep(&s, 0);                                                                               \
+        ROWS(&s, out, 0, m);                                                                       \
+        return 0;                                                                                  \
+    }                                                                                              \
+    unsigned long tsar_sim_##NAME##_gemm_work_size(int m, int k, int bm, int bk, int n) {          \
+        const tsar_weights w = {0, 0, m, k, bm, bk};                                               \
+        return (unsigned long)(tsar_round_up(prep_size(&w), TSAR_ALIGN) * (size_t)n);              \
+    }                                                                                              \
+    int tsar_sim_##NAME##_gemm(const uint8_t *wp, const int32_t *aux, int m, int k, int bm, int bk, \
+                               const int8_t *a, int n, void *work, int32_t *out) {                 \
+        const tsar_weights w = {wp, aux, m, k, bm, bk};                                            \
+        if (check(&w) || n < 1 || ((uintptr_t)a & 31)) return -1;                                  \
+        const tsar_acts s = {&w, a, 0, (uint8_t *)work, (size_t)k,                                 \
+                             tsar_round_up(prep_size(&w), TSAR_ALIGN), n};                         \
+        for (int t = 0; t < n; t++) prep(&s, t);                                                   \
         ROWS(&s, out, 0, m);                                                                       \
         return 0;                                                                                  \
     }

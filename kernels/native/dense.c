@@ -339,7 +339,13 @@ AVXVNNI_TARGET static void rows_avxvnni(const tsar_acts *s, int32_t *out, int m0
     else gemv_avxvnni(s, out, m0, m1);
 }
 
+#ifndef TSAR_SIM
 const tsar_kernel tsar_kernel_dense = {
     .row_unit = ROWS, .prep_size = prep_size, .prep = prep,
     .rows = {[TSAR_ISA_AVX2] = rows_avx2, [TSAR_ISA_AVX512] = rows_avx512, [TSAR_ISA_AVXVNNI] = rows_avxvnni},
     .check = check};
+#else
+TSAR_SIM_PREP_AUX(dense, rows_avx2)
+TSAR_SIM_PREP_AUX(dense_avxvnni, rows_avxvnni)
+TSAR_SIM_PREP_AUX(dense_avx512, rows_avx512)
+#endif

@@ -5,7 +5,7 @@
  * (v >> 4) & 0xC (0..31). pmaddubsw (u8 codes x s8 activations) gives int16 pair sums of at most
  * 2*2*127 (unscaled) or 2*8*127 (scaled); two per block and accumulator, widened every 8 blocks
  * (|sum| <= 8*2*2032 = 32512), so nothing wraps (bitnet.cpp widens every 32 blocks and wraps).
- * AVX-VNNI: vpdpbusd into int32 (below). */
+ * AVX-VNNI and AVX-512: vpdpbusd into int32 (below). */
 #include "common.h"
 
 /* One row at a time: several interleaved row streams defeat the hardware prefetcher from DRAM
@@ -109,11 +109,70 @@ AVXVNNI_TARGET static void rows_avxvnni(const tsar_acts *s, int32_t *out, int m0
                                         - s->sums[t];
 }
 
+/* AVX-512 (VNNI, BW): a 32-byte block broadcast to both halves of a zmm register and masked
+ * in place, no shift: v & (0xC0 | 0x30) holds the codes of columns 0..31 | 32..63 scaled by 64 | 16,
+ * v & (0x0C | 0x03) those of 64..95 | 96..127 scaled by 4 | 1, so each matches 64 contiguous
+ * activation bytes. Accumulators keep the scales (multiples of them, |lane| <= 4*192*127 per
+ * block) and the row's end divides them out exactly with one vpsravd per accumulator. Up to two
+ * tokens share each decoded block; two blocks are in flight (four chains per token). On cores
+ * that issue zmm vpdpbusd on one port, it takes two of them per block, the masks the others.
+ * block_avx512: block b of a row into acc[u][0..2) for tokens u < ntok. */
+#define I2S_TOKENS 2   /* rows_avx512 below handles the one odd token for this value */
+AVX512_TARGET static inline __attribute__((always_inline)) void block_avx512(
+        const uint8_t *w, const int8_t *const *a, int ntok, int b, __m512i acc[][2]) {
+    const __m512i high = _mm512_inserti64x4(_mm512_set1_epi8((char)0xc0), _mm256_set1_epi8(0x30), 1);
+    const __m512i low = _mm512_inserti64x4(_mm512_set1_epi8(0x0c), _mm256_set1_epi8(0x03), 1);
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 32 * b)));
+    const __m512i x = _mm512_and_si512(v, high), y = _mm512_and_si512(v, low);
+    for (int u = 0; u < ntok; u++) {
+        const int8_t *ap = a[u] + 128 * b;
+        acc[u][0] = _mm512_dpbusd_epi32(acc[u][0], x, _mm512_loadu_si512((const void *)ap));
+        acc[u][1] = _mm512_dpbusd_epi32(acc[u][1], y, _mm512_loadu_si512((const void *)(ap + 64)));
+    }
+}
+
+/* One row for ntok (1..I2S_TOKENS) tokens from t into out. */
+AVX512_TARGET static inline __attribute__((always_inline)) void row_avx512(
+        const tsar_acts *s, int32_t *out, int r, int t, int ntok) {
+    const tsar_weights *w = s->w;
+    const uint8_t *wr = w->w + (size_t)r * (w->k / 4);
+    const int nb = w->k / 128;
+    const __m512i shift_high = _mm512_inserti64x4(_mm512_set1_epi32(6), _mm256_set1_epi32(4), 1);
+    const __m512i shift_low = _mm512_inserti64x4(_mm512_set1_epi32(2), _mm256_setzero_si256(), 1);
+    const int8_t *a[I2S_TOKENS];
+    __m512i acc[2][I2S_TOKENS][2];
+    for (int u = 0; u < I2S_TOKENS; u++) {
+        a[u] = s->act + s->act_stride * (t + (u < ntok ? u : 0));
+        for (int c = 0; c < 2; c++) acc[c][u][0] = acc[c][u][1] = _mm512_setzero_si512();
+    }
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        block_avx512(wr, a, ntok, b, acc[0]);
+        block_avx512(wr, a, ntok, b + 1, acc[1]);
+    }
+    if (b < nb) block_avx512(wr, a, ntok, b, acc[0]);   /* an odd last block */
+    for (int u = 0; u < ntok; u++) {
+        const __m512i hi = _mm512_srav_epi32(_mm512_add_epi32(acc[0][u][0], acc[1][u][0]), shift_high);
+        const __m512i lo = _mm512_srav_epi32(_mm512_add_epi32(acc[0][u][1], acc[1][u][1]), shift_low);
+        out[(size_t)(t + u) * w->m + r] = _mm512_reduce_add_epi32(_mm512_add_epi32(hi, lo)) - s->sums[t + u];
+    }
+}
+
+AVX512_TARGET static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    for (int r = m0; r < m1; r++) {
+        int t = 0;
+        for (; t + I2S_TOKENS <= s->n; t += I2S_TOKENS) row_avx512(s, out, r, t, I2S_TOKENS);
+        if (t < s->n) row_avx512(s, out, r, t, 1);   /* constant counts keep acc in registers */
+    }
+}
+
 #ifndef TSAR_SIM
 const tsar_kernel tsar_kernel_i2s = {
     .row_unit = ROWS, .prep_size = prep_size, .prep = prep,
-    .rows = {[TSAR_ISA_AVX2] = rows_avx2, [TSAR_ISA_AVXVNNI] = rows_avxvnni}, .check = check};
+    .rows = {[TSAR_ISA_AVX2] = rows_avx2, [TSAR_ISA_AVX512] = rows_avx512, [TSAR_ISA_AVXVNNI] = rows_avxvnni},
+    .check = check};
 #else
 TSAR_SIM_SUM_GEMV(i2s)
 TSAR_SIM_SUM_ENTRIES(i2s_avxvnni, rows_avxvnni)
+TSAR_SIM_SUM_ENTRIES(i2s_avx512, rows_avx512)
 #endif

@@ -25,7 +25,6 @@
  * q_5 = 0), the products summed into int32 by vpmaddwd (no int16 sums). Tokens in pairs share the
  * decode. AVX-VNNI: the same with vpdpwssd (product and sum in one instruction). */
 #include "common.h"
-#include <stdlib.h>
 
 #define VBMI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 
@@ -34,6 +33,35 @@
 
 static int check(const tsar_weights *w) { return w->m % 32 != 0; }
 static inline int quads(const tsar_weights *w) { return (w->k + 19) / 20; }
+
+/* The rows functions' scratch, bytes by what they hold: the int16 coefficients of n tokens (AVX2,
+ * AVX-VNNI); the AVX-512 GEMM's decoded 32-row block, its token groups' activation dwords (n4: n
+ * rounded up to 4) and the groups' int32 sums (ng groups of up to 12 tokens). */
+static inline size_t coef_bytes(int nq, int n) { return sizeof(int16_t) * 20 * (size_t)nq * n + 64; }
+static inline size_t dec_bytes(int nq) { return (size_t)640 * nq + TSAR_ALIGN; }
+static inline size_t ail_bytes(int nq, int n4) { return sizeof(int32_t) * 5 * (size_t)nq * n4 + TSAR_ALIGN; }
+static inline size_t acc_bytes(int ng) { return 64 * 24 * (size_t)ng; }
+
+/* Scratch of 'bytes' (rounded up to 64) for the rows of s: aligned_alloc natively; under TSAR_SIM,
+ * which has no libc, the simulator entry's work after the n prepared tokens, taken in order
+ * (*used: the bytes taken so far; sim_work_size() counts them). */
+#ifndef TSAR_SIM
+#include <stdlib.h>
+static inline void *scratch_alloc(const tsar_acts *s, size_t *used, size_t bytes) {
+    (void)s; (void)used;
+    void *p = aligned_alloc(TSAR_ALIGN, tsar_round_up(bytes, TSAR_ALIGN));
+    if (!p) __builtin_trap();
+    return p;
+}
+#define scratch_free free
+#else
+static inline void *scratch_alloc(const tsar_acts *s, size_t *used, size_t bytes) {
+    uint8_t *p = s->prep + s->prep_stride * (size_t)s->n + *used;
+    *used += tsar_round_up(bytes, TSAR_ALIGN);
+    return p;
+}
+#define scratch_free(p) ((void)(p))
+#endif
 
 static size_t prep_size(const tsar_weights *w) { return (size_t)quads(w) * 20 + 16; }
 
@@ -68,8 +96,8 @@ static inline __m256i codes_u(__m256i b) {
 /* The int16 coefficients of n tokens, 20 per quad and token (c[20q + 4i + j]: digit i of group
  * 4q + j), from the digit-ordered activations of prep: c_0 = a_0, c_i = a_i - 3 a_{i-1}. */
 static int16_t *coefficients(const tsar_acts *s, int nq) {
-    int16_t *c = aligned_alloc(TSAR_ALIGN, tsar_round_up(sizeof(int16_t) * 20 * nq * s->n + 64, TSAR_ALIGN));
-    if (!c) __builtin_trap();
+    size_t used = 0;
+    int16_t *c = scratch_alloc(s, &used, coef_bytes(nq, s->n));
     for (int t = 0; t < s->n; t++) {
         const int8_t *d = (const int8_t *)(s->prep + s->prep_stride * t);
         int16_t *ct = c + (size_t)20 * nq * t;
@@ -184,41 +212,30 @@ T5_SLICES(slices_avxvnni, tele_avxvnni, AVXVNNI_TARGET)
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
-        free(c);                                                                                   \
+        scratch_free(c);                                                                           \
     }
 T5_ROWS(rows_avx2, slices_avx2, )
 T5_ROWS(rows_avxvnni, slices_avxvnni, AVXVNNI_TARGET)
 
 /* ---------------- AVX-512 VBMI ---------------- */
 
-static uint8_t FIELDS[128] __attribute__((aligned(64)));   /* magnitude index -> t0..t3 in 2-bit fields */
-static uint8_t TOP[64] __attribute__((aligned(64)));       /* (sign, index / 4) -> t4 */
+/* magnitude index -> t0..t3 in 2-bit fields: the low four balanced base-3 digits d of |v| = index - 3
+ * as codes d + 1, i.e. the base-3 digits of (|v| + 40) mod 81; unused indices 0x55 (all codes 1:
+ * zero). (sign, index / 4) -> t4: |v| >= 41 <=> index >= 44, i.e. index / 4 >= 11; mirrored for a
+ * negative v. Constant tables: the simulator library runs no constructors. */
+#define T5_DIGITS(x) ((x) % 3 | (x) / 3 % 3 << 2 | (x) / 9 % 3 << 4 | (x) / 27 % 3 << 6)
+#define T5_FIELD(i) ((i) < 3 || (i) > 124 ? 0x55 : T5_DIGITS(((i) + 37) % 81))
+#define T5_TOP(j) (((j) & 32) ? 1 - (((j) & 31) >= 11) : 1 + (((j) & 31) >= 11))
+#define T5_X4(M, i) M(i), M(i + 1), M(i + 2), M(i + 3)
+#define T5_X16(M, i) T5_X4(M, i), T5_X4(M, i + 4), T5_X4(M, i + 8), T5_X4(M, i + 12)
+#define T5_X64(M, i) T5_X16(M, i), T5_X16(M, i + 16), T5_X16(M, i + 32), T5_X16(M, i + 48)
+static const uint8_t FIELDS[128] __attribute__((aligned(64))) = {T5_X64(T5_FIELD, 0), T5_X64(T5_FIELD, 64)};
+static const uint8_t TOP[64] __attribute__((aligned(64))) = {T5_X64(T5_TOP, 0)};
 
-__attribute__((constructor)) static void init_tables(void) {
-    for (int idx = 0; idx < 128; idx++) {
-        int f = 0x55;                                        /* unused indices: all codes 1 (zero) */
-        if (idx >= 3 && idx <= 124) {
-            int r = idx - 3;
-            f = 0;
-            for (int i = 0; i < 4; i++) {
-                int d = r % 3;
-                if (d == 2) d = -1;
-                f |= (d + 1) << (2 * i);
-                r = (r - d) / 3;
-            }
-        }
-        FIELDS[idx] = (uint8_t)f;
-    }
-    for (int j = 0; j < 64; j++) {
-        const int top = (j & 31) >= 11;                      /* |v| >= 41 <=> index >= 44 */
-        TOP[j] = (uint8_t)((j & 32) ? 1 - top : 1 + top);
-    }
-}
+typedef struct { __m512i flo, fhi, top, aa, m03, m0c, m30, mc0; } dec_avx512_consts;
 
-typedef struct { __m512i flo, fhi, top, aa, m03, m0c, m30, mc0; } dec512_consts;
-
-VBMI_TARGET static inline dec512_consts dec512_init(void) {
-    dec512_consts c;
+VBMI_TARGET static inline dec_avx512_consts dec_avx512_init(void) {
+    dec_avx512_consts c;
     c.flo = _mm512_load_si512((const void *)FIELDS);
     c.fhi = _mm512_load_si512((const void *)(FIELDS + 64));
     c.top = _mm512_load_si512((const void *)TOP);
@@ -231,17 +248,17 @@ VBMI_TARGET static inline dec512_consts dec512_init(void) {
 }
 
 /* The four low codes of 64 code bytes in 2-bit fields (f), and their top codes. */
-VBMI_TARGET static inline __attribute__((always_inline)) __m512i dec512_fields(__m512i b, const dec512_consts *c) {
+VBMI_TARGET static inline __attribute__((always_inline)) __m512i dec_avx512_fields(__m512i b, const dec_avx512_consts *c) {
     const __m512i f = _mm512_permutex2var_epi8(c->flo, b, c->fhi);
     return _mm512_mask_sub_epi8(f, _mm512_movepi8_mask(b), c->aa, f);
 }
 
-VBMI_TARGET static inline __attribute__((always_inline)) __m512i dec512_top(__m512i b, const dec512_consts *c) {
+VBMI_TARGET static inline __attribute__((always_inline)) __m512i dec_avx512_top(__m512i b, const dec_avx512_consts *c) {
     return _mm512_permutexvar_epi8(_mm512_srli_epi16(b, 2), c->top);
 }
 
 /* Rows o[0..16) from the five sums of a tile: codes times 1, 4, 16, 64 and the top code. */
-VBMI_TARGET static inline void finish512(const __m512i *acc, int32_t *o, int32_t sum) {
+VBMI_TARGET static inline void finish_avx512(const __m512i *acc, int32_t *o, int32_t sum) {
     __m512i r = _mm512_add_epi32(acc[0], acc[4]);
     r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[1], 2));
     r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[2], 4));
@@ -251,9 +268,9 @@ VBMI_TARGET static inline void finish512(const __m512i *acc, int32_t *o, int32_t
 
 /* Two or three tokens: one 32-row block, decoded once per tile for every token. acc[u][h][f]: token
  * u, tile h (rows 16h..16h+15), sums of codes times 1, 4, 16, 64 (f = 0..3) and of the top code. */
-VBMI_TARGET static inline __attribute__((always_inline)) void gemv_block512(
+VBMI_TARGET static inline __attribute__((always_inline)) void gemv_block_avx512(
         const tsar_acts *s, int32_t *out, const uint8_t *wb, int nq, int row0, int t, const int NT) {
-    const dec512_consts c = dec512_init();
+    const dec_avx512_consts c = dec_avx512_init();
     const int32_t *a[3];
     __m512i acc[3][2][5];
     for (int u = 0; u < NT; u++) {
@@ -265,7 +282,7 @@ VBMI_TARGET static inline __attribute__((always_inline)) void gemv_block512(
         const uint8_t *p = wb + QUAD_BYTES * (size_t)q;
         for (int h = 0; h < 2; h++) {
             const __m512i b = _mm512_loadu_si512((const void *)(p + 64 * h));
-            const __m512i f = dec512_fields(b, &c), top = dec512_top(b, &c);
+            const __m512i f = dec_avx512_fields(b, &c), top = dec_avx512_top(b, &c);
             const __m512i f0 = _mm512_and_si512(f, c.m03), f1 = _mm512_and_si512(f, c.m0c);
             const __m512i f2 = _mm512_and_si512(f, c.m30), f3 = _mm512_and_si512(f, c.mc0);
             for (int u = 0; u < NT; u++) {
@@ -280,7 +297,7 @@ VBMI_TARGET static inline __attribute__((always_inline)) void gemv_block512(
     }
     for (int u = 0; u < NT; u++)
         for (int h = 0; h < 2; h++)
-            finish512(acc[u][h], out + (size_t)(t + u) * s->w->m + row0 + 16 * h, s->sums[t + u]);
+            finish_avx512(acc[u][h], out + (size_t)(t + u) * s->w->m + row0 + 16 * h, s->sums[t + u]);
 }
 
 /* One token, in assembly (gcc 12 copies every vpdpbusd sum through another register once per
@@ -350,7 +367,7 @@ VBMI_TARGET static inline __attribute__((always_inline)) void gemv_block512(
           "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", \
           "xmm31", "k1", "cc", "memory")
 
-VBMI_TARGET static inline void finish4(const __m512i *acc, int32_t *o, int32_t sum) {
+VBMI_TARGET static inline void finish4_avx512(const __m512i *acc, int32_t *o, int32_t sum) {
     __m512i r = _mm512_add_epi32(acc[0], _mm512_srai_epi32(acc[1], 2));
     r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[2], 4));
     r = _mm512_add_epi32(r, _mm512_srai_epi32(acc[3], 6));
@@ -359,7 +376,7 @@ VBMI_TARGET static inline void finish4(const __m512i *acc, int32_t *o, int32_t s
 
 /* One token, the 32-row block at wb (rows from row0) and, when nb is 2, the one bs bytes further
  * (rows from row1). */
-VBMI_TARGET static void gemv1_blocks512(const tsar_acts *s, int32_t *out, const uint8_t *wb, long nq, long bs,
+VBMI_TARGET static void gemv1_blocks_avx512(const tsar_acts *s, int32_t *out, const uint8_t *wb, long nq, long bs,
                                         int row0, int row1, int nb) {
     __m512i acc[16];
     const uint8_t *w = wb;
@@ -381,27 +398,27 @@ VBMI_TARGET static void gemv1_blocks512(const tsar_acts *s, int32_t *out, const 
                     T5_STORE(0) T5_STORE(1) T5_STORE(2) T5_STORE(3) T5_STORE(4) T5_STORE(5) T5_STORE(6)
                     T5_STORE(7));
     }
-    finish4(acc, out + row0, s->sums[0]);
-    finish4(acc + 4, out + row0 + 16, s->sums[0]);
+    finish4_avx512(acc, out + row0, s->sums[0]);
+    finish4_avx512(acc + 4, out + row0 + 16, s->sums[0]);
     if (nb == 2) {
-        finish4(acc + 8, out + row1, s->sums[0]);
-        finish4(acc + 12, out + row1 + 16, s->sums[0]);
+        finish4_avx512(acc + 8, out + row1, s->sums[0]);
+        finish4_avx512(acc + 12, out + row1 + 16, s->sums[0]);
     }
 }
 
 /* Decode a 32-row block into plain codes: dec[(5q + i) * 128 + 64h] holds code i of tile h. */
-VBMI_TARGET static void decode_block512(const uint8_t *wb, int nq, uint8_t *dec) {
-    const dec512_consts c = dec512_init();
+VBMI_TARGET static void decode_block_avx512(const uint8_t *wb, int nq, uint8_t *dec) {
+    const dec_avx512_consts c = dec_avx512_init();
     for (int q = 0; q < nq; q++)
         for (int h = 0; h < 2; h++) {
             const __m512i b = _mm512_loadu_si512((const void *)(wb + QUAD_BYTES * (size_t)q + 64 * h));
-            const __m512i f = dec512_fields(b, &c);
+            const __m512i f = dec_avx512_fields(b, &c);
             uint8_t *d = dec + (size_t)640 * q + 64 * h;
             _mm512_store_si512((void *)d, _mm512_and_si512(f, c.m03));
             _mm512_store_si512((void *)(d + 128), _mm512_and_si512(_mm512_srli_epi16(f, 2), c.m03));
             _mm512_store_si512((void *)(d + 256), _mm512_and_si512(_mm512_srli_epi16(f, 4), c.m03));
             _mm512_store_si512((void *)(d + 384), _mm512_and_si512(_mm512_srli_epi16(f, 6), c.m03));
-            _mm512_store_si512((void *)(d + 512), dec512_top(b, &c));
+            _mm512_store_si512((void *)(d + 512), dec_avx512_top(b, &c));
         }
 }
 
@@ -438,7 +455,7 @@ VBMI_TARGET static void decode_block512(const uint8_t *wb, int nq, uint8_t *dec)
 #define T5_ACC4(M) M(0) M(1) M(2) M(3) M(12) M(13) M(14) M(15)
 
 /* T (12, 8 or 4) tokens, st >= 1 steps of decoded codes from dec; acc[u] / acc[12 + u]: tiles 0 / 1. */
-VBMI_TARGET static void gemm_tokens512(const uint8_t *dec, const int32_t *x, long st, const int T, __m512i *acc) {
+VBMI_TARGET static void gemm_tokens_avx512(const uint8_t *dec, const int32_t *x, long st, const int T, __m512i *acc) {
     const uint8_t *d = dec;
     if (T == 12)
         T5_GEMM_ASM(T5_ACC12(T5_LOAD),
@@ -458,13 +475,13 @@ VBMI_TARGET static void gemm_tokens512(const uint8_t *dec, const int32_t *x, lon
 
 /* Tokens in groups of 12, then one of 8 or 4 (the last one padded with zero activations); group
  * g's activations are stored step-major, T dwords a step, from its first token t0 times steps. */
-VBMI_TARGET static void gemm512(const tsar_acts *s, int32_t *out, int m0, int m1) {
+VBMI_TARGET static void gemm_avx512(const tsar_acts *s, int32_t *out, int m0, int m1) {
     const int nq = quads(s->w), steps = 5 * nq, n = s->n, n4 = (n + 3) & ~3;
     const int ng12 = n4 / 12, ng = ng12 + (n4 > 12 * ng12), tail = n4 - 12 * ng12;
-    uint8_t *dec = aligned_alloc(TSAR_ALIGN, tsar_round_up((size_t)640 * nq, TSAR_ALIGN) + TSAR_ALIGN);
-    int32_t *ail = aligned_alloc(TSAR_ALIGN, tsar_round_up(sizeof(int32_t) * steps * n4, TSAR_ALIGN) + TSAR_ALIGN);
-    __m512i *acc = aligned_alloc(TSAR_ALIGN, sizeof(__m512i) * 24 * ng);
-    if (!dec || !ail || !acc) __builtin_trap();
+    size_t used = 0;
+    uint8_t *dec = scratch_alloc(s, &used, dec_bytes(nq));
+    int32_t *ail = scratch_alloc(s, &used, ail_bytes(nq, n4));
+    __m512i *acc = scratch_alloc(s, &used, acc_bytes(ng));
     for (int g = 0; g < ng; g++) {
         const int t0 = 12 * g, T = g < ng12 ? 12 : tail;
         int32_t *x = ail + (size_t)steps * t0;
@@ -474,13 +491,13 @@ VBMI_TARGET static void gemm512(const tsar_acts *s, int32_t *out, int m0, int m1
         }
     }
     for (int r = m0; r < m1; r += 32) {
-        decode_block512(s->w->w + (size_t)(r / 32) * nq * QUAD_BYTES, nq, dec);
+        decode_block_avx512(s->w->w + (size_t)(r / 32) * nq * QUAD_BYTES, nq, dec);
         for (int i = 0; i < 24 * ng; i++) acc[i] = _mm512_setzero_si512();
         for (int c0 = 0; c0 < steps; c0 += GEMM_CHUNK) {
             const int cs = steps - c0 < GEMM_CHUNK ? steps - c0 : GEMM_CHUNK;
             for (int g = 0; g < ng; g++) {
                 const int t0 = 12 * g, T = g < ng12 ? 12 : tail;
-                gemm_tokens512(dec + (size_t)128 * c0, ail + (size_t)steps * t0 + (size_t)c0 * T, cs, T,
+                gemm_tokens_avx512(dec + (size_t)128 * c0, ail + (size_t)steps * t0 + (size_t)c0 * T, cs, T,
                                acc + 24 * g);
             }
         }
@@ -494,13 +511,13 @@ VBMI_TARGET static void gemm512(const tsar_acts *s, int32_t *out, int m0, int m1
             }
         }
     }
-    free(acc);
-    free(ail);
-    free(dec);
+    scratch_free(acc);
+    scratch_free(ail);
+    scratch_free(dec);
 }
 
-VBMI_TARGET static void rows_vbmi(const tsar_acts *s, int32_t *out, int m0, int m1) {
-    if (s->n >= GEMM_MIN_N) { gemm512(s, out, m0, m1); return; }
+VBMI_TARGET static void rows_avx512_vbmi(const tsar_acts *s, int32_t *out, int m0, int m1) {
+    if (s->n >= GEMM_MIN_N) { gemm_avx512(s, out, m0, m1); return; }
     const int nq = quads(s->w);
     const long bs = (long)nq * QUAD_BYTES;
     const uint8_t *w0 = s->w->w + (size_t)(m0 / 32) * bs;
@@ -509,17 +526,18 @@ VBMI_TARGET static void rows_vbmi(const tsar_acts *s, int32_t *out, int m0, int 
         /* Block i with block i + half: two long sequential streams. */
         const int half = nblk / 2;
         for (int i = 0; i < half; i++)
-            gemv1_blocks512(s, out, w0 + (size_t)i * bs, nq, bs * half, m0 + 32 * i, m0 + 32 * (i + half), 2);
+            gemv1_blocks_avx512(s, out, w0 + (size_t)i * bs, nq, bs * half, m0 + 32 * i, m0 + 32 * (i + half), 2);
         if (nblk & 1)
-            gemv1_blocks512(s, out, w0 + (size_t)(nblk - 1) * bs, nq, 0, m1 - 32, 0, 1);
+            gemv1_blocks_avx512(s, out, w0 + (size_t)(nblk - 1) * bs, nq, 0, m1 - 32, 0, 1);
         return;
     }
     for (int i = 0; i < nblk; i++) {
-        if (s->n == 3) gemv_block512(s, out, w0 + (size_t)i * bs, nq, m0 + 32 * i, 0, 3);
-        else gemv_block512(s, out, w0 + (size_t)i * bs, nq, m0 + 32 * i, 0, 2);
+        if (s->n == 3) gemv_block_avx512(s, out, w0 + (size_t)i * bs, nq, m0 + 32 * i, 0, 3);
+        else gemv_block_avx512(s, out, w0 + (size_t)i * bs, nq, m0 + 32 * i, 0, 2);
     }
 }
 
+#ifndef TSAR_SIM
 /* The AVX-512 level (F/BW/VL/VNNI) does not imply VBMI (Skylake-SP and Cascade Lake lack it):
  * those CPUs run the AVX2 rows. */
 static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, int m1) {
@@ -528,7 +546,7 @@ static void rows_avx512(const tsar_acts *s, int32_t *out, int m0, int m1) {
         __builtin_cpu_init();
         vbmi = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
     }
-    if (vbmi) rows_vbmi(s, out, m0, m1);
+    if (vbmi) rows_avx512_vbmi(s, out, m0, m1);
     else rows_avx2(s, out, m0, m1);
 }
 
@@ -536,3 +554,68 @@ const tsar_kernel tsar_kernel_trit5 = {
     .row_unit = 32, .prep_size = prep_size, .prep = prep,
     .rows = {[TSAR_ISA_AVX2] = rows_avx2, [TSAR_ISA_AVX512] = rows_avx512, [TSAR_ISA_AVXVNNI] = rows_avxvnni},
     .check = check};
+#else
+/* Simulator entries, with the signatures of common.h's TSAR_SIM_PREP_SUM (prepared activations and
+ * the activation sums). work (64-byte aligned, tsar_sim_NAME_gemm_work_size() bytes; the GEMV's
+ * tsar_sim_NAME_work_size() is that of one token): the n int32 sums rounded up to 64 bytes; where
+ * k is not a multiple of 20, the tokens copied into zero-padded rows (prep reads whole quads of 20
+ * columns, as from the native workspace's padded copy; otherwise it reads a in place); the n
+ * prepared tokens, each rounded up to 64 bytes; the rows functions' scratch (scratch_alloc). The
+ * AVX-512 entries run the VBMI rows (natively, an AVX-512 CPU without VBMI runs the AVX2 rows). */
+static size_t sim_act_stride(const tsar_weights *w) {
+    return w->k % 20 ? tsar_round_up((size_t)20 * quads(w), TSAR_ALIGN) : (size_t)w->k;
+}
+
+static size_t sim_work_size(int m, int k, int n) {
+    const tsar_weights w = {0, 0, m, k, 0, 0};
+    const int nq = quads(&w), n4 = (n + 3) & ~3, ng = (n4 + 11) / 12;
+    const size_t coef = tsar_round_up(coef_bytes(nq, n), TSAR_ALIGN);
+    const size_t gemm = tsar_round_up(dec_bytes(nq), TSAR_ALIGN) + tsar_round_up(ail_bytes(nq, n4), TSAR_ALIGN)
+                        + tsar_round_up(acc_bytes(ng), TSAR_ALIGN);
+    return tsar_token_sums_size(n) + (k % 20 ? sim_act_stride(&w) * n : 0)
+           + tsar_round_up(prep_size(&w), TSAR_ALIGN) * n + (coef > gemm ? coef : gemm);
+}
+
+static inline __attribute__((always_inline)) int sim_run(
+        void (*rows)(const tsar_acts *, int32_t *, int, int), const uint8_t *wp, int m, int k,
+        const int8_t *a, int n, void *work, int32_t *out) {
+    const tsar_weights w = {wp, 0, m, k, 0, 0};
+    if (check(&w) || k < 1 || n < 1) return -1;
+    uint8_t *p = tsar_token_sums(a, k, n, work);
+    const int8_t *act = a;
+    const size_t act_stride = sim_act_stride(&w);
+    if (k % 20) {
+        for (int t = 0; t < n; t++) {
+            tsar_copy_bytes(p + act_stride * t, a + (size_t)k * t, (size_t)k);
+            tsar_zero_bytes(p + act_stride * t + k, act_stride - (size_t)k);
+        }
+        act = (const int8_t *)p;
+        p += act_stride * n;
+    }
+    const tsar_acts s = {&w, act, (int32_t *)work, p, act_stride, tsar_round_up(prep_size(&w), TSAR_ALIGN), n};
+    for (int t = 0; t < n; t++) prep(&s, t);
+    rows(&s, out, 0, m);
+    return 0;
+}
+
+#define T5_SIM_ENTRIES(NAME, ROWS)                                                                 \
+    unsigned long tsar_sim_##NAME##_work_size(int m, int k, int bm, int bk) {                      \
+        (void)bm; (void)bk;                                                                        \
+        return (unsigned long)sim_work_size(m, k, 1);                                              \
+    }                                                                                              \
+    int tsar_sim_##NAME##_gemv(const uint8_t *wp, int m, int k, const int8_t *a, void *work,       \
+                               int32_t *out) {                                                     \
+        return sim_run(ROWS, wp, m, k, a, 1, work, out);                                           \
+    }                                                                                              \
+    unsigned long tsar_sim_##NAME##_gemm_work_size(int m, int k, int bm, int bk, int n) {          \
+        (void)bm; (void)bk;                                                                        \
+        return (unsigned long)sim_work_size(m, k, n);                                              \
+    }                                                                                              \
+    int tsar_sim_##NAME##_gemm(const uint8_t *wp, int m, int k, const int8_t *a, int n,            \
+                               void *work, int32_t *out) {                                         \
+        return sim_run(ROWS, wp, m, k, a, n, work, out);                                           \
+    }
+T5_SIM_ENTRIES(trit5, rows_avx2)
+T5_SIM_ENTRIES(trit5_avxvnni, rows_avxvnni)
+T5_SIM_ENTRIES(trit5_avx512, rows_avx512_vbmi)
+#endif

@@ -58,7 +58,7 @@ def test_compare_on_the_host_is_like_for_like() -> None:
         assert r.how_measured == ("proxy" if kernel.startswith("tsar-") else "native")
         assert comp.speedup(r, MEASURED) == pytest.approx(base.measured / r.measured)
         assert comp.speedup(r, MODELLED) == pytest.approx(base.modelled / r.modelled)
-    dense = comp.row("dense")  # measured only: no simulated code, so no modelled time or speedup
+    dense = comp.row("dense")  # measured only: simulated and checked, not modelled, so no modelled time
     assert dense.modelled is None and comp.speedup(dense, MODELLED) is None
     rec = {r["kernel"]: r for r in comp.records()}
     assert rec["tl2"]["speedup_measured"] == pytest.approx(1.0) and rec["dense"]["modelled_s"] is None

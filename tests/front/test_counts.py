@@ -25,11 +25,13 @@ from tsar.simulate.counts import (
     simulated_counts,
 )
 from tsar.simulate.native_kernel import (
+    GEMM_MIN_TOKENS,
     NATIVE_SIM_KERNELS,
     SIM_KERNELS,
     TOKEN_GROUPS,
     k_period,
     packed_weight_bytes,
+    row_period,
     simulate_native,
 )
 from tsar.simulate.tsar_kernel import plan_for
@@ -156,12 +158,14 @@ def test_loop_forms_replay() -> None:
 
 # --- native cores ----------------------------------------------------------------------------------
 def _native_shape(kernel: str, axis: str) -> tuple[int, int, int]:
-    rows = ROW_UNIT if kernel in ("tl2", "tl1") else 32   # the TL cores' row block, others' 32
+    tl = kernel in ("tl2", "tl1")
+    rows = ROW_UNIT if tl else 32   # the TL cores' row block, others' 32
     period = k_period(kernel)
-    if axis == "tokens":
-        return (12 if kernel in TOKEN_GROUPS else 3), rows, 256
-    if axis == "M":
-        return 1, 3 * rows, 256
+    if axis == "tokens":   # two groups beyond the least run of the GEMM loop (trit5-avx512: groups of 12)
+        group = TOKEN_GROUPS.get(kernel)
+        return (max(12, GEMM_MIN_TOKENS.get(kernel, 1) + 2 * group) if group else 3), rows, 256
+    if axis == "M":        # the row period (dense: 96, its 6-row tiles; trit5: 256, its row chunks)
+        return 1, 3 * (rows if tl else row_period(kernel, rows)), 256
     return 1, rows, 3 * period + (64 if kernel == "tl2" else 0)
 
 

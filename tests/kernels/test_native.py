@@ -149,16 +149,16 @@ def test_int8_peak_and_percent_of_peak():
 
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512", "avxvnni"])
-@pytest.mark.parametrize("name", ["int2", "dense", "trit5"])
+@pytest.mark.parametrize("name", ["int2", "dense", "trit5", "i2s"])
 def test_token_blocked_gemm_paths_exact(name, isa):
     """Token and row counts that exercise every block remainder of the GEMM paths (int2: decoded
     blocks x token quads on AVX2, token triples on AVX-512; dense: 4 x 2 row-token tiles on AVX2,
-    4 x 4 on AVX-512; trit5: 12-, 8- and 4-token groups of decoded codes on AVX-512, token pairs on
-    AVX2 and AVX-VNNI, K not a multiple of 20), random and adversarial (K = 6912 through the
-    token-blocked paths)."""
+    4 x 4 on AVX-512; i2s: token pairs and an odd block count on AVX-512; trit5: 12-, 8- and
+    4-token groups of decoded codes on AVX-512, token pairs on AVX2 and AVX-VNNI, K not a multiple
+    of 20), random and adversarial (K = 6912 through the token-blocked paths)."""
     _isa_or_skip(name, isa)
     rng = np.random.default_rng(5)
-    m, k = 96, 1024 if name != "trit5" else 1013
+    m, k = 96, {"trit5": 1013, "i2s": 1152}.get(name, 1024)
     w = rng.integers(-1, 2, (m, k)).astype(np.int8)
     kern = B.prepare(name, w)
     for n in (1, 2, 3, 4, 5, 7, 9, 16) + ((13, 25, 30) if name == "trit5" else ()):

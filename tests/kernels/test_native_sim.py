@@ -101,6 +101,8 @@ def test_sim_gemm_entry_exact(fmt):
 # ---- public ternary formats (TQ1_0, TQ2_0, IQ1_BN, IQ2_BN): prepared activations and sums ----
 
 PUBLIC = ("tq1_0", "tq2_0", "iq1_bn", "iq2_bn")
+CHECKED = ("dense", "trit5")
+"""Simulated, not modelled: dense (row sums) and trit5 (5 trits per byte), tested at the end."""
 EXTREMES = [(127, 1), (-127, 1), (127, -1), (-127, -1)]
 """(activation, weight) filled everywhere: the largest int16 partial sums the kernels build."""
 
@@ -115,43 +117,59 @@ def test_public_formats_are_simulated_not_compared():
     )
 
     assert NATIVE_SIM_KERNELS == ("tl2", "tl1", "i2s", "int2")
-    assert NATIVE_SIM_VARIANTS == ("i2s-avxvnni", "int2-avxvnni", "int2-avx512")
-    assert sorted(PUBLIC_FORMAT_SIM_KERNELS) == sorted(PUBLIC)
-    assert tuple(f"{k}-avxvnni" for k in PUBLIC_FORMAT_SIM_KERNELS) == SIMULATED_PUBLIC_VARIANTS
-    assert set(SIM_KERNELS) == (set(NATIVE_SIM_KERNELS) | set(NATIVE_SIM_VARIANTS) | set(PUBLIC)
-                                | set(SIMULATED_PUBLIC_VARIANTS))
+    assert NATIVE_SIM_VARIANTS == ("i2s-avxvnni", "i2s-avx512", "int2-avxvnni", "int2-avx512")
+    assert (*CHECKED, *PUBLIC) == PUBLIC_FORMAT_SIM_KERNELS    # simulated and checked, not modelled
+    assert ("dense-avxvnni", "dense-avx512", "trit5-avxvnni", "trit5-avx512",
+            *(f"{k}-avxvnni" for k in PUBLIC)) == SIMULATED_PUBLIC_VARIANTS
+    assert set(SIM_KERNELS) == (set(NATIVE_SIM_KERNELS) | set(NATIVE_SIM_VARIANTS) | set(CHECKED)
+                                | set(PUBLIC) | set(SIMULATED_PUBLIC_VARIANTS))
     assert {NATIVE_KERNELS[k].c_source for k in PUBLIC} == {"tq.c", "iqbn.c"}
     assert simbuild.SOURCES.count("tq.c") == simbuild.SOURCES.count("iqbn.c") == 1
 
 
 def _padded(kernel, w):
-    """``w`` packed for ``kernel`` in a 64-byte aligned buffer with the zero padding its loads need."""
+    """``w`` packed for ``kernel`` (the format object) and its bytes in a 64-byte aligned buffer
+    with the zero padding its loads need."""
     from tsar.kernels.registry import NATIVE_KERNELS
     from tsar.simulate.native_kernel import pack_native
 
-    data = pack_native(kernel, w).data.view(np.uint8)
+    packed = pack_native(kernel, w)
+    data = packed.data.view(np.uint8)
     buf = aligned_empty(data.size + NATIVE_KERNELS[kernel].overread)
     buf[:] = 0
     buf[:data.size] = data
-    return buf
+    return packed, buf
 
 
-def _sim_call(sim_lib, kernel, w, a):
-    """Run the simulator library's own machine code natively (GEMV for one token, else GEMM)."""
+def _sim_call(sim_lib, kernel, w, a, isa="avx2"):
+    """Run the simulator library's own machine code natively (GEMV for one token, else GEMM) at
+    ``isa``; dense's entries take the whole weight descriptor (row sums, flush step)."""
+    from tsar.kernels.registry import NATIVE_KERNELS, sim_entry
+
     (m, k), n = w.shape, a.shape[0]
-    buf, a = _padded(kernel, w), np.ascontiguousarray(a)
+    (packed, buf), stem = _padded(kernel, w), sim_entry(kernel, isa)
+    a = _aligned(a)
     out = np.zeros((n, m), np.int32)
+    fields = (m, k, 0, packed.bk) if NATIVE_KERNELS[kernel].aux else (m, k, 0, 0)
+    weights = (_ptr(buf), _ptr(packed.aux), *fields) if NATIVE_KERNELS[kernel].aux else (_ptr(buf), m, k)
     if n == 1:
-        size_fn, args = getattr(sim_lib, f"tsar_sim_{kernel}_work_size"), (m, k, 0, 0)
+        size_fn, args = getattr(sim_lib, f"tsar_sim_{stem}_work_size"), fields
     else:
-        size_fn, args = getattr(sim_lib, f"tsar_sim_{kernel}_gemm_work_size"), (m, k, 0, 0, n)
+        size_fn, args = getattr(sim_lib, f"tsar_sim_{stem}_gemm_work_size"), (*fields, n)
     size_fn.restype = ctypes.c_ulong
     work = aligned_empty(size_fn(*args) + 64)
     if n == 1:
-        rc = getattr(sim_lib, f"tsar_sim_{kernel}_gemv")(_ptr(buf), m, k, _ptr(a), _ptr(work), _ptr(out))
+        rc = getattr(sim_lib, f"tsar_sim_{stem}_gemv")(*weights, _ptr(a), _ptr(work), _ptr(out))
     else:
-        rc = getattr(sim_lib, f"tsar_sim_{kernel}_gemm")(_ptr(buf), m, k, _ptr(a), n, _ptr(work), _ptr(out))
+        rc = getattr(sim_lib, f"tsar_sim_{stem}_gemm")(*weights, _ptr(a), n, _ptr(work), _ptr(out))
     return rc, out
+
+
+def _aligned(a):
+    """A 64-byte aligned copy of int8 ``a`` (dense's prep loads the activations aligned)."""
+    buf = aligned_empty(a.nbytes).view(np.int8).reshape(a.shape)
+    buf[...] = a
+    return buf
 
 
 @pytest.mark.parametrize("kernel", PUBLIC)
@@ -264,3 +282,155 @@ def test_public_format_extrapolated_counts_equal_direct(kernel, counts_cache, mo
     for field in ("instructions", "vector_bytes_read", "vector_bytes_written", "scalar_bytes_read",
                   "scalar_bytes_written"):
         assert getattr(extrapolated.stats, field) == getattr(direct.stats, field)
+
+
+# ---- dense (int8 weights, row sums) and trit5 (5 trits per byte): every ISA level ----------------
+
+CHECKED_LEVELS = [(kernel, isa) for kernel in CHECKED for isa in ("avx2", "avxvnni", "avx512")]
+CHECKED_LABELS = [kernel if isa == "avx2" else f"{kernel}-{isa}" for kernel, isa in CHECKED_LEVELS]
+CHECKED_NATIVE = {
+    "dense": [(13, 2560, (1,)), (96, 6912, (1,)), (13, 1024, (2, 3, 4, 5, 7, 9, 16))],
+    "trit5": [(32, 2560, (1,)), (96, 6912, (1,)), (64, 1013, (2, 3, 4, 5, 7, 9, 13, 16, 25, 30))],
+}
+"""(M, K, token counts) run natively: GEMV at BitNet widths, GEMM through every tile and token-group
+remainder (dense: 6 x 2 row-token tiles on AVX2 and AVX-VNNI, 4 x 4 on AVX-512, 13 rows leaving one;
+trit5: token pairs on AVX2 and AVX-VNNI, 2- and 3-token blocks and GEMM groups of 12, 8 and 4 on
+AVX-512)."""
+
+
+def _host_runs(kernel, isa):
+    """Whether the host executes the simulator library's ``isa`` rows of ``kernel`` (trit5's AVX-512
+    rows are its VBMI ones)."""
+    from tsar.kernels.registry import SIM_ISAS
+    from tsar.sim.platforms.detect import cpu_flags
+
+    vbmi = {"avx512vbmi"} if (kernel, isa) == ("trit5", "avx512") else set()
+    return set(SIM_ISAS[isa]) | vbmi <= cpu_flags()
+
+
+def test_dense_and_trit5_in_the_simulator_library():
+    """Both simulated at every level (entry points named with the level), checked, not modelled."""
+    from tsar.kernels.registry import NATIVE_KERNELS
+
+    for kernel in CHECKED:
+        spec = NATIVE_KERNELS[kernel]
+        assert spec.simulated and spec.prepared and not spec.modelled
+        assert spec.sim_isas == ("avx2", "avxvnni", "avx512")
+        for stem in (kernel, f"{kernel}_avxvnni", f"{kernel}_avx512"):
+            assert {f"tsar_sim_{stem}_{e}" for e in ("work_size", "gemv", "gemm_work_size", "gemm")} \
+                <= set(simbuild.ENTRY_POINTS)
+    assert NATIVE_KERNELS["dense"].aux and not NATIVE_KERNELS["trit5"].aux
+
+
+@pytest.mark.parametrize(("kernel", "isa"), CHECKED_LEVELS)
+def test_checked_sim_library_exact_natively(sim_lib, kernel, isa):
+    """The simulator build of dense and trit5, run natively at each level the host runs: exact on
+    random inputs (CHECKED_NATIVE: K = 6912 passes dense's int16 flush windows and is not a multiple
+    of trit5's 20 columns, which its entries then copy into zero-padded rows; dense also with any
+    int8 weights |w| <= 64) and on the adversarial extremes at K = 6912 (dense: |w| = 64, its AVX2
+    rows widening every step; trit5: all +-1), against tokens of all +-127."""
+    if not _host_runs(kernel, isa):
+        pytest.skip(f"the host CPU does not run {kernel}'s {isa} rows")
+    rng = np.random.default_rng(13)
+    for m, k, tokens in CHECKED_NATIVE[kernel]:
+        w = rng.integers(-1, 2, (m, k), dtype=np.int8)
+        for n in tokens:
+            a = rng.integers(-127, 128, (n, k), dtype=np.int8)
+            rc, out = _sim_call(sim_lib, kernel, w, a, isa)
+            assert rc == 0 and (out == R.ternary_matmul(w, a)).all(), (m, k, n)
+    if kernel == "dense":
+        w = rng.integers(-64, 65, (13, 2560), dtype=np.int8)
+        for n in (1, 5):
+            a = rng.integers(-127, 128, (n, 2560), dtype=np.int8)
+            rc, out = _sim_call(sim_lib, kernel, w, a, isa)
+            assert rc == 0 and (out == R.ternary_matmul(w, a)).all(), n
+    top, m = (64, 7) if kernel == "dense" else (1, 32)
+    for act, wt in EXTREMES:
+        for n in (1, 2, 5):
+            w = np.full((m, 6912), wt * top, np.int8)
+            a = np.full((n, 6912), act, np.int8)
+            rc, out = _sim_call(sim_lib, kernel, w, a, isa)
+            assert rc == 0 and (out == act * wt * top * 6912).all(), (act, wt, n)
+
+
+def test_checked_sim_library_rejects_shapes(sim_lib):
+    """dense: K not a multiple of 64, no row sums, activations not 32-byte aligned; trit5: M not a
+    multiple of 32. -1, nothing run."""
+    w, work, out = aligned_empty(1 << 16), aligned_empty(1 << 16), np.zeros((2, 64), np.int32)
+    a, aux = aligned_empty(1 << 12), np.zeros(64, np.int32)
+    null = ctypes.c_void_p(0)
+    for stem in ("dense", "dense_avxvnni", "dense_avx512"):
+        gemv, gemm = (getattr(sim_lib, f"tsar_sim_{stem}_{entry}") for entry in ("gemv", "gemm"))
+        assert gemv(_ptr(w), _ptr(aux), 16, 128, 0, 4, _ptr(a), _ptr(work), _ptr(out)) == 0
+        assert gemv(_ptr(w), _ptr(aux), 16, 96, 0, 3, _ptr(a), _ptr(work), _ptr(out)) == -1
+        assert gemv(_ptr(w), null, 16, 128, 0, 4, _ptr(a), _ptr(work), _ptr(out)) == -1
+        assert gemv(_ptr(w), _ptr(aux), 16, 128, 0, 4, ctypes.c_void_p(a.ctypes.data + 8), _ptr(work),
+                    _ptr(out)) == -1
+        assert gemm(_ptr(w), _ptr(aux), 16, 96, 0, 3, _ptr(a), 2, _ptr(work), _ptr(out)) == -1
+        assert gemm(_ptr(w), _ptr(aux), 16, 128, 0, 4, _ptr(a), 0, _ptr(work), _ptr(out)) == -1
+    for stem in ("trit5", "trit5_avxvnni", "trit5_avx512"):
+        gemv, gemm = (getattr(sim_lib, f"tsar_sim_{stem}_{entry}") for entry in ("gemv", "gemm"))
+        assert gemv(_ptr(w), 16, 100, _ptr(a), _ptr(work), _ptr(out)) == -1
+        assert gemm(_ptr(w), 48, 100, _ptr(a), 2, _ptr(work), _ptr(out)) == -1
+
+
+def _checked_weight_bytes(kernel, m, k):
+    """dense: one byte a weight; trit5: one a group of five, K padded to whole quads of 20."""
+    return m * k if kernel == "dense" else m * (-(-k // 20) * 4)
+
+
+def _mixed(m, k, n, top, seed):
+    """Random weights (|w| <= top) and tokens with the extremes mixed in: rows 0 and 1 all +top and
+    all -top, token 0 in thirds (random, all +127, all -127: every int16 window of dense's AVX2 rows
+    in the middle third holds the largest pair sums), tokens 1 and 2 (n > 3) all +127 and all -127."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-top, top + 1, (m, k), dtype=np.int8)
+    w[0], w[1] = top, -top
+    a = rng.integers(-127, 128, (n, k), dtype=np.int8)
+    a[0, k // 3:2 * k // 3], a[0, 2 * k // 3:] = 127, -127
+    if n > 3:
+        a[1], a[2] = 127, -127
+    return w, a
+
+
+@pytest.mark.parametrize("label", CHECKED_LABELS)
+def test_checked_exact_in_the_python_engine(label):
+    """Instruction by instruction in the Python engine at every level, on random inputs with the
+    adversarial extremes mixed in (_mixed): GEMV (dense: |w| <= 64, so its AVX2 rows widen every
+    step; trit5: K = 250, not a multiple of 20, copied into padded rows) and GEMM through tile and
+    group remainders (dense, ternary: 13 rows, two 6-row tiles and one or three 4-row tiles and one,
+    5 tokens, two pairs and one or a 4-token tile and one; trit5: 13 tokens, six pairs and one or
+    AVX-512 groups of 12 and 4, K = 130)."""
+    from tsar.simulate.native_kernel import simulate_native
+
+    kernel = label.split("-")[0]
+    gemv, gemm = {"dense": ((13, 256, 1, 64), (13, 128, 5, 1)),
+                  "trit5": ((32, 250, 1, 1), (32, 130, 13, 1))}[kernel]
+    for m, k, n, top in (gemv, gemm):
+        w, a = _mixed(m, k, n, top, seed=m + k + n)
+        run = simulate_native(label, m, k, n=n, weights=w, acts=a)
+        assert run.exact, (m, k, n)
+        assert run.weight_bytes == _checked_weight_bytes(kernel, m, k)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("label", CHECKED_LABELS)
+def test_checked_exact_in_the_python_engine_at_bitnet_widths(label):
+    """As above at K = 2560 (dense: past its AVX2 rows' 64-step int16 windows of ternary weights;
+    trit5: K a multiple of 20, read in place) and 2061 (trit5: padded), every small token count
+    (2 and 3: dense's GEMV loop, trit5's 2- and 3-token AVX-512 blocks), GEMM of 16 and 25 tokens,
+    and the extremes filled everywhere over K = 2048."""
+    from tsar.simulate.native_kernel import simulate_native
+
+    kernel = label.split("-")[0]
+    runs = {"dense": [(7, 2560, 1, 1), (13, 2560, 5, 1), (13, 1024, 2, 64), (7, 576, 3, 1), (7, 576, 16, 1)],
+            "trit5": [(32, 2061, 1, 1), (64, 2560, 2, 1), (32, 320, 3, 1), (32, 1013, 16, 1),
+                      (32, 400, 25, 1)]}
+    for m, k, n, top in runs[kernel]:
+        w, a = _mixed(m, k, n, top, seed=m + k + n)
+        assert simulate_native(label, m, k, n=n, weights=w, acts=a).exact, (m, k, n)
+    top, m, k = (64, 7, 2048) if kernel == "dense" else (1, 32, 2048)
+    w = np.repeat(np.resize(np.array([top, -top], np.int8), m)[:, None], k, axis=1)
+    for acts in ([-127], [127, -127, -127, 127, -127]):
+        a = np.repeat(np.array(acts, np.int8)[:, None], k, axis=1)
+        assert simulate_native(label, m, k, n=len(acts), weights=w, acts=a).exact, acts

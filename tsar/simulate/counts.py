@@ -6,8 +6,8 @@ commands fast. A cache entry is keyed by kernel, shape and a digest of what make
 (a T-SAR kernel's generated source and its assembler, the native library's bytes), so a changed
 kernel is simulated again. Kernels: the T-SAR BitLinear kernels
 (``tsar-<config>-<flow>``, :mod:`tsar.simulate.tsar_kernel`) and the native integer cores (``tl2``, ``tl1``,
-``i2s``, ``int2`` and the public formats ``tq1_0``, ``tq2_0``, ``iq1_bn``, ``iq2_bn``,
-:mod:`tsar.simulate.native_kernel`).
+``i2s``, ``int2``, ``dense``, ``trit5`` and the public formats ``tq1_0``, ``tq2_0``, ``iq1_bn``,
+``iq2_bn``, :mod:`tsar.simulate.native_kernel`).
 
 Large shapes are not simulated whole. Where the counts are affine along one axis of the shape, the
 counts of the shape are ``one + t * (two - one)`` of two smaller runs along that axis, ``two`` one
@@ -29,9 +29,9 @@ reference). The tests compare extrapolated and whole simulations for every dataf
   instructions with their numbers blanked out. Their counts are combined per instruction (its index
   in the code) and moved onto the target's addresses;
 * K (T-SAR): likewise, one widening window of chunks (and whole quantization vectors) per period;
-* M and K (natives): one block of rows (TL: the packer's ``bm``, else 32) or of columns (a whole
-  number of the format's blocks and int16 widening windows, ``native_kernel.K_PERIODS``); the
-  code is the same for every shape.
+* M and K (natives): one block of rows (TL: the packer's ``bm``, ``native_kernel.ROW_PERIODS``,
+  else 32) or of columns (a whole number of the format's blocks and int16 widening windows,
+  ``native_kernel.K_PERIODS``); the code is the same for every shape.
 
 The decomposition is planned for all counts a command needs at once (:func:`plan_runs`): a small
 run that one count is simulated from is free for the next, so the plan minimizes an estimate of

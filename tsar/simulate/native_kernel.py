@@ -33,7 +33,8 @@ from tsar.sim import Machine, Stats, create_machine
 NATIVE_SIM_KERNELS = SIMULATED
 """The simulated baselines that compare models on other platforms (tl2, tl1, i2s, int2)."""
 PUBLIC_FORMAT_SIM_KERNELS = SIMULATED_PUBLIC
-"""The public ternary formats (tq1_0, tq2_0, iq1_bn, iq2_bn): simulated and counted, not compared yet."""
+"""The kernels simulated and counted but not compared yet: dense, trit5 and the public ternary
+formats (tq1_0, tq2_0, iq1_bn, iq2_bn)."""
 NATIVE_SIM_VARIANTS = SIMULATED_VARIANTS
 """Their builds at other ISA levels, named ``<kernel>-<isa>`` (``int2-avx512``, ``int2-avxvnni``)."""
 SIM_KERNELS = NATIVE_SIM_KERNELS + NATIVE_SIM_VARIANTS + PUBLIC_FORMAT_SIM_KERNELS + SIMULATED_PUBLIC_VARIANTS
@@ -93,7 +94,8 @@ def base_kernel(kernel: str) -> str:
 
 
 def pack_native(kernel: str, w: np.ndarray):
-    """``w`` (int8 ``M x K`` ternary) in ``kernel``'s weight format (``.data`` holds the bytes)."""
+    """``w`` (int8 ``M x K`` ternary; dense: any with |w| <= 64) in ``kernel``'s weight format
+    (``.data`` holds the bytes; dense's ``.aux`` its row sums)."""
     return NATIVE_KERNELS[base_kernel(kernel)].packer.pack(w)
 
 
@@ -104,30 +106,45 @@ def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
     return int(pack_native(kernel, np.zeros((M, K), np.int8)).data.nbytes)
 
 
-TOKEN_GROUPS = {"int2": 4, "int2-avx512": 3, "int2-avxvnni": 2,
+TOKEN_GROUPS = {"int2": 4, "int2-avx512": 3, "int2-avxvnni": 2, "i2s-avx512": 2,
                 **{f"{name}{level}": 4 for name in ("tq1_0", "tq2_0", "iq1_bn", "iq2_bn")
-                   for level in ("", "-avxvnni")}}
+                   for level in ("", "-avxvnni")},
+                "dense": 2, "dense-avxvnni": 2, "dense-avx512": 4,
+                "trit5": 2, "trit5-avxvnni": 2, "trit5-avx512": 12}
 """Tokens the GEMM rows loops take together (``ternary_rows.h``'s ``TR_TOKENS``, int2's GEMM groups,
-its AVX-512 rows' token triples and AVX-VNNI rows' pairs): ``n`` and ``n + group`` tokens differ by
-one group's work. The others loop over single tokens."""
-GEMM_MIN_TOKENS = {"int2": 4}
-"""Fewest tokens of the GEMM rows loop (int2's ``GEMM_MIN_N``; fewer take its token-pair loop)."""
-K_PERIODS = {"tl2": 96, "tl1": 128, "i2s": 1024, "int2": 128, "tq1_0": 1536, "tq2_0": 2048,
-             "iq1_bn": 1536, "iq2_bn": 2048}
+its AVX-512 rows' token triples and AVX-VNNI rows' pairs; I2_S's AVX-512 token pairs; dense's
+6 x 2 row-token tiles (AVX2, AVX-VNNI) and 4 x 4 (AVX-512); trit5's token pairs (AVX2, AVX-VNNI)
+and its AVX-512 GEMM's groups of 12): ``n`` and ``n + group`` tokens differ by one group's work.
+The others loop over single tokens."""
+GEMM_MIN_TOKENS = {"int2": 4, "dense": 4, "dense-avxvnni": 4, "dense-avx512": 4, "trit5-avx512": 12}
+"""Fewest tokens from which ``n`` and ``n + group`` run the same code: the GEMM rows loop (int2's
+``GEMM_MIN_N``, dense's ``n >= 4`` on AVX2 and AVX-VNNI; fewer take their GEMV or token-pair
+loops) with a whole group (dense's AVX-512 4 x 4 tiles, trit5's AVX-512 groups of 12)."""
+K_PERIODS = {"tl2": 96, "tl1": 128, "i2s": 1024, "dense": 2048, "int2": 128, "trit5": 640, "tq1_0": 1536,
+             "tq2_0": 2048, "iq1_bn": 1536, "iq2_bn": 2048}
 """Columns by which a native core's work grows identically, K's remainder kept: a whole number of
 its blocks and of its int16 widening windows. TL2: 96-column blocks, widened per block (the
 2-weight tail is K mod 96); TL1: 128-column blocks, widened per block; I2_S: 128-column blocks,
 widened every 8; int2: 4 columns a step, widened every 16 steps (GEMV) or 32 (GEMM); the ternary
 rows kernels (``ternary_rows.h``): steps of 128 (TQ2_0, IQ*_BN: two 64-weight blocks) or 256
-columns (TQ1_0), widened every 16 (TQ2_0, IQ2_BN), 6 (TQ1_0) or 12 steps (IQ1_BN)."""
+columns (TQ1_0), widened every 16 (TQ2_0, IQ2_BN), 6 (TQ1_0) or 12 steps (IQ1_BN); dense: steps
+of 32 columns, widened every ``bk`` = 64 steps on AVX2 (ternary weights, K >= 2048: ``bk`` is
+``min(K / 32, 64)``), eight-step chains on AVX-VNNI; trit5: quads of 20 columns, AVX-512 GEMM
+chunks of 32 quads, the activation rows' zero padding to 64 bytes (K not a multiple of 20)."""
+ROW_PERIODS = {"dense": 96, "trit5": 256}
+"""Rows by which the work grows identically where 32 is not a multiple of the row blocks: dense's
+6-row GEMM tiles (AVX2, AVX-VNNI) and 4-row ones (AVX-512); trit5's chunks of eight 32-row blocks
+(AVX2, AVX-VNNI; the AVX-512 GEMV pairs blocks)."""
 
 
 def row_period(kernel: str, M: int) -> int:
     """Rows by which ``kernel``'s work on ``M`` rows grows identically: the TL kernels' row block
-    (``bm``, as the packer chooses it for M), else 32 (int2's row blocks, a multiple of the others')."""
+    (``bm``, as the packer chooses it for M), :data:`ROW_PERIODS`, else 32 (int2's row blocks, a
+    multiple of the others')."""
     from tsar.kernels.formats.tl2 import default_bm
 
-    return default_bm(M) if NATIVE_KERNELS[base_kernel(kernel)].blocked else 32
+    name = base_kernel(kernel)
+    return default_bm(M) if NATIVE_KERNELS[name].blocked else ROW_PERIODS.get(name, 32)
 
 
 def k_period(kernel: str) -> int:
@@ -141,9 +158,9 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
     """Simulate ``kernel`` (one of :data:`SIM_KERNELS`) on an ``M x K`` ternary layer for ``n``
     tokens: one token through its GEMV entry, several through its GEMM entry (the token-blocked
     rows function that runs natively for prefill; ``gemm``: the GEMM entry for one token too).
-    ``weights`` (int8 ``M x K`` in {-1, 0, 1}) and ``acts`` (int8 ``n x K`` in [-127, 127]) default
-    to random ones drawn from ``seed``. ``isa``: the rows function (``avx2``, or another level
-    of the kernel's ``sim_isas``: e.g. int2's AVX-512 VNNI rows)."""
+    ``weights`` (int8 ``M x K`` in {-1, 0, 1}; dense: |w| <= 64) and ``acts`` (int8 ``n x K`` in
+    [-127, 127]) default to random ones drawn from ``seed``. ``isa``: the rows function (``avx2``,
+    or another level of the kernel's ``sim_isas``: e.g. int2's AVX-512 VNNI rows)."""
     if kernel not in SIM_KERNELS:
         raise UserError(f"no simulator build of {kernel!r} (have {', '.join(SIM_KERNELS)})")
     label = kernel
@@ -172,8 +189,10 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
         raise UserError(f"{kernel} cannot take a {M} x {K} layer: {exc}") from None
     machine, symbols = _loaded()
     spec = NATIVE_KERNELS[kernel]
-    bm, bk = (packed.bm, packed.bk) if spec.blocked else (0, 0)
-    shape = (M, K, bm, bk) if spec.blocked else (M, K)
+    bm, bk = (packed.bm, packed.bk) if spec.blocked else (0, packed.bk) if spec.aux else (0, 0)
+    # the weights' fields after the bytes: the row sums and the whole descriptor (dense), the
+    # blocked kernels' shape and blocks, or the shape
+    shape = (packed.aux, M, K, bm, bk) if spec.aux else (M, K, bm, bk) if spec.blocked else (M, K)
     data = packed.data.view(np.uint8)
     if spec.overread:   # loads that reach past the last row meet zero padding, as natively
         data = np.concatenate([data, np.zeros(spec.overread, np.uint8)])
