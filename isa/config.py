@@ -49,6 +49,11 @@ MAX_VECTOR_BYTES = 64
 VECTOR_WIDTHS: dict[int, tuple[str, str]] = {128: ("xmm", "vex"), 256: ("ymm", "vex"), 512: ("zmm", "evex")}
 """Supported datapath widths (bits): the register class and the prefix that encodes each."""
 
+BASE_ISA: dict[int, tuple[str, ...]] = {128: ("avx2",), 256: ("avx2",), 512: ("avx512f", "avx512bw")}
+"""Per width, the CPU flags (``/proc/cpuinfo`` names) of the vector ISA the extension is added to:
+the kernels' surrounding code (loads, widening, stores) uses it, so a CPU or platform runs the
+configurations whose flags it has (:meth:`TsarConfig.runs_on`)."""
+
 ENCODING_SLOTS = 16
 """Encoding slots of T-SAR configurations: the low nibble of the TLUT / TGEMV opcode byte."""
 
@@ -197,6 +202,16 @@ class TsarConfig:
     def encoding(self) -> str:
         """Prefix that encodes this width: ``"vex"`` (128, 256 bits) or ``"evex"`` (512 bits)."""
         return VECTOR_WIDTHS[self.vector_bits][1]
+
+    @property
+    def base_isa(self) -> tuple[str, ...]:
+        """CPU flags of the vector ISA this width extends (:data:`BASE_ISA`)."""
+        return BASE_ISA[self.vector_bits]
+
+    def runs_on(self, flags: Iterable[str]) -> bool:
+        """Whether a CPU or platform with ``flags`` would run this configuration's kernels: it has
+        the base ISA of the width (an empty ``flags``, an undeclared ISA, counts as AVX2)."""
+        return set(self.base_isa) <= (set(flags) or {"avx2"})
 
     @property
     def addressable_registers(self) -> int:

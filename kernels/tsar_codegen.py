@@ -1,7 +1,12 @@
-"""Assembly generator of the T-SAR BitLinear kernels (AVX2 + T-SAR mnemonics, Intel syntax).
+"""Assembly generator of the T-SAR BitLinear kernels (AVX2 or AVX-512 + T-SAR mnemonics, Intel syntax).
 
 Each kernel is specialised to one :class:`~tsar.kernels.tsar_plan.KernelPlan` (configuration,
 dataflow, M, K), as LUT kernels are (bitnet.cpp generates its TL2 kernels per shape too).
+
+The core runs at the configuration's width (xmm / ymm, or zmm0..31 with EVEX at 512 bits); int32
+rows are processed in ``plan.row_bits`` vectors (ymm, zmm at 512 bits: AVX-512 F/BW widening,
+zeroing and stores); quantization is AVX2 at every width. keystone has no AVX-512, so each x86
+line that needs EVEX is emitted as a ``.byte`` line encoded by iced-x86, its text as the comment.
 
 Calling convention (System V)::
 
@@ -20,11 +25,17 @@ Callee-saved registers are preserved; ``vzeroupper`` runs before returning.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable, Sequence
-from itertools import groupby
+from functools import cache
+from itertools import groupby, product
 
-from tsar.isa.instructions import MEMORY_SIZE_NAMES
+import iced_x86 as iced
+
+from tsar.isa.bytelines import byte_line
+from tsar.isa.config import VECTOR_REGISTERS, VECTOR_WIDTHS
+from tsar.isa.instructions import MEMORY_SIZE_NAMES, mnemonics
 from tsar.kernels.tsar_plan import TOKEN_BLOCKED, KernelPlan, Window
 
 _SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
@@ -32,6 +43,102 @@ _SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
 
 def _f32_bits(value: float) -> int:
     return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+# --- EVEX lines ----------------------------------------------------------------------------------
+# keystone assembles no AVX-512: an x86 line of a 512-bit kernel that needs EVEX (a zmm, an x/ymm16+,
+# an EVEX-only mnemonic) is encoded here with iced-x86 and emitted as a ``.byte`` line, its text kept
+# as the line's comment.
+
+_K = iced.OpCodeOperandKind
+_OPERAND_CLASSES = {
+    **{getattr(_K, f"{r.upper()}_{kind}"): (r,) for r, _ in VECTOR_WIDTHS.values()
+       for kind in ("REG", "RM", "VVVV")},
+    **{getattr(_K, f"{r.upper()}_OR_MEM"): (r, "mem") for r, _ in VECTOR_WIDTHS.values()},
+    _K.MEM: ("mem",), _K.IMM8: ("imm",),
+}
+"""iced operand kinds of the EVEX forms the kernels use -> the operand classes a line may give."""
+_VECTOR_RE = re.compile(r"\b([xyz]mm)(\d+)\b")
+_MEMORY_RE = re.compile(r"(?:(\w+)\s+ptr\s+)?\[([^\]]*)\]")
+_SIZE_BYTES = {name: size for size, name in MEMORY_SIZE_NAMES.items()}
+_CREATE = {"reg": "reg", "mem": "mem", "imm": "u32"}
+
+
+@cache
+def _evex_forms() -> tuple[dict[tuple[str, tuple[str, ...]], int], frozenset[str]]:
+    """iced's EVEX codes by ``(mnemonic, operand classes)``, and the mnemonics that only EVEX has."""
+    forms: dict[tuple[str, tuple[str, ...]], int] = {}
+    evex, other = set(), set()
+    for name in dir(iced.Code):
+        code = getattr(iced.Code, name)
+        if name.startswith("_") or not isinstance(code, int):
+            continue
+        info = iced.OpCodeInfo(code)
+        mnemonic = info.instruction_string.split(" ")[0].lower()
+        if info.encoding != iced.EncodingKind.EVEX:
+            other.add(mnemonic)
+            continue
+        classes = [_OPERAND_CLASSES.get(info.op_kind(i)) for i in range(info.op_count)]
+        if None not in classes:
+            evex.add(mnemonic)
+            for form in product(*classes):
+                forms.setdefault((mnemonic, form), code)
+    return forms, frozenset(evex - other)
+
+
+def _needs_evex(line: str) -> bool:
+    """Whether an x86 line needs EVEX: a zmm, an x/ymm above the VEX registers, or an EVEX-only
+    mnemonic (T-SAR lines are the assembler's)."""
+    mnemonic = line.split(" ", 1)[0]
+    if mnemonic in mnemonics():
+        return False
+    return (any(r == "zmm" or int(n) >= VECTOR_REGISTERS for r, n in _VECTOR_RE.findall(line))
+            or mnemonic in _evex_forms()[1])
+
+
+def _memory_operand(address: str) -> iced.MemoryOperand:
+    """``base + index*scale + disp`` (each part optional, ``-`` for a negative displacement)."""
+    base = index = iced.Register.NONE
+    scale, disp = 1, 0
+    for sign, term in re.findall(r"([+-]?)\s*([^+\-\s]+)", address):
+        if term[0].isdigit():
+            disp += -int(term, 0) if sign == "-" else int(term, 0)
+        elif "*" in term:
+            reg, factor = term.split("*")
+            index, scale = getattr(iced.Register, reg.upper()), int(factor)
+        elif base == iced.Register.NONE:
+            base = getattr(iced.Register, term.upper())
+        else:
+            index = getattr(iced.Register, term.upper())
+    return iced.MemoryOperand(base, index, scale, disp, 1 if disp else 0)
+
+
+def _evex_line(line: str) -> str:
+    """An Intel-syntax EVEX instruction (registers, ``[base + index*scale + disp]``, an immediate)
+    as a ``.byte`` line commented with its text."""
+    mnemonic, _, rest = line.partition(" ")
+    classes, kinds, args, size = [], [], [], None
+    for op in (o.strip() for o in rest.split(",") if o.strip()):
+        if reg := _VECTOR_RE.fullmatch(op):
+            classes.append(reg[1])
+            kinds.append("reg")
+            args.append(getattr(iced.Register, op.upper()))
+        elif mem := _MEMORY_RE.fullmatch(op):
+            classes.append("mem")
+            kinds.append("mem")
+            args.append(_memory_operand(mem[2]))
+            size = _SIZE_BYTES.get(mem[1] or "")
+        else:
+            classes.append("imm")
+            kinds.append("imm")
+            args.append(int(op, 0))
+    code = _evex_forms()[0].get((mnemonic, tuple(classes)))
+    if code is None:
+        raise ValueError(f"no EVEX form of {line!r}")
+    ins = getattr(iced.Instruction, "create_" + "_".join(_CREATE[k] for k in kinds))(code, *args)
+    if size not in (None, iced.MemorySizeInfo(ins.memory_size).size):
+        raise ValueError(f"{line!r}: the EVEX form reads {iced.MemorySizeInfo(ins.memory_size).size} bytes")
+    return f"{byte_line(ins)}  ; {line}"
 
 
 LOOP_OMITTED, LOOP_INLINE, LOOP_COUNTED = 0, 1, 2
@@ -48,7 +155,7 @@ class _Emitter:
         self._replay = None if loops is None else iter(loops)
 
     def __call__(self, *lines: str) -> None:
-        self.lines += [f"    {line}" for line in lines]
+        self.lines += [f"    {_evex_line(line) if _needs_evex(line) else line}" for line in lines]
 
     def label(self, name: str) -> str:
         self.labels += 1
@@ -193,21 +300,24 @@ def _quantize(e: _Emitter, plan: KernelPlan) -> None:
 
 
 def _zero_acc32(e: _Emitter, plan: KernelPlan) -> None:
-    acc = plan.workspace_layout["acc32"][0]
-    e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
+    acc, rb = plan.workspace_layout["acc32"][0], plan.row_bits
+    e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")  # a VEX write zeroes the register up to zmm
     loop = e.label("zero")
     e.place(loop)
-    e(f"vmovdqu ymmword ptr [r8 + rax*4 + {acc}], ymm0", "add rax, 8", f"cmp rax, {plan.M}",
-      f"jb {loop}")
+    e(f"{_move(rb)} {_memory(rb // 8, f'r8 + rax*4 + {acc}')}, {_reg(rb, 0)}", f"add rax, {rb // 32}",
+      f"cmp rax, {plan.M}", f"jb {loop}")
 
 
 def _dequantize(e: _Emitter, plan: KernelPlan) -> None:
     acc, deq = plan.workspace_layout["acc32"][0], plan.workspace_layout["dequant"][0]
-    e(f"vbroadcastss ymm15, dword ptr [r8 + {deq}]", "xor eax, eax")
+    rb = plan.row_bits
+    scale, y = _reg(rb, 15), _reg(rb, 0)
+    e(f"vbroadcastss {scale}, dword ptr [r8 + {deq}]", "xor eax, eax")
     loop = e.label("deq")
     e.place(loop)
-    e(f"vcvtdq2ps ymm0, ymmword ptr [r8 + rax*4 + {acc}]", "vmulps ymm0, ymm0, ymm15",
-      "vmovups ymmword ptr [rdx + rax*4], ymm0", "add rax, 8", f"cmp rax, {plan.M}", f"jb {loop}")
+    e(f"vcvtdq2ps {y}, {_memory(rb // 8, f'r8 + rax*4 + {acc}')}", f"vmulps {y}, {y}, {scale}",
+      f"vmovups {_memory(rb // 8, 'rdx + rax*4')}, {y}", f"add rax, {rb // 32}", f"cmp rax, {plan.M}",
+      f"jb {loop}")
 
 
 def _memory(nbytes: int, address: str) -> str:
@@ -229,14 +339,14 @@ def _tgemv(plan: KernelPlan, acc: int, group: int, address: str) -> str:
 
 
 def _tgemv_reg(plan: KernelPlan, acc: int, group: int, weights: int) -> str:
-    """TGEMV with its weight operand in registers (``ymm{weights}``, an aligned group when the
+    """TGEMV with its weight operand in registers (from register ``weights``, an aligned group when the
     operand spans several)."""
     r = plan.cfg.register_class
     return f"{plan.cfg.tgemv_mnemonic} {r}{acc}, {r}{plan.group_register(group)}, {r}{weights}"
 
 
 def _vec(plan: KernelPlan, reg: int) -> str:
-    """Vector register ``reg`` at the configuration's width (``ymm3`` / ``xmm3``)."""
+    """Vector register ``reg`` at the configuration's width (``ymm3`` / ``xmm3`` / ``zmm3``)."""
     return f"{plan.cfg.register_class}{reg}"
 
 
@@ -245,10 +355,36 @@ def _vmem(plan: KernelPlan, address: str) -> str:
     return _memory(plan.cfg.register_bytes, address)
 
 
+def _reg(bits: int, reg: int) -> str:
+    """Vector register ``reg`` at width ``bits``."""
+    return f"{VECTOR_WIDTHS[bits][0]}{reg}"
+
+
+def _move(bits: int) -> str:
+    """The integer vector move at width ``bits``: ``vmovdqu`` (VEX), ``vmovdqu64`` (EVEX, unmasked)."""
+    return "vmovdqu64" if VECTOR_WIDTHS[bits][1] == "evex" else "vmovdqu"
+
+
+def _vmove(plan: KernelPlan, dst: str, src: str) -> str:
+    """A whole-register move at the configuration's width."""
+    return f"{_move(plan.cfg.vector_bits)} {dst}, {src}"
+
+
+def _zero(plan: KernelPlan, reg: int) -> str:
+    """Zero register ``reg`` at the configuration's width (``vpxor``, EVEX ``vpxord``)."""
+    v = _vec(plan, reg)
+    return f"{'vpxord' if plan.cfg.encoding == 'evex' else 'vpxor'} {v}, {v}, {v}"
+
+
+_EXTRACT_HIGH = {256: "vextracti128", 512: "vextracti64x4"}
+"""Integer extraction of a half register, by the register's width."""
+
+
 def _add_tile(plan: KernelPlan, partial: str | int, acc32: str, temps: tuple[int, ...]) -> list[str]:
     """Add one tile's ``m`` partial sums (``acc_bits`` lanes, in register ``partial`` when an int,
     else at memory address ``partial``) into its int32 row at address ``acc32`` (``4m`` bytes).
-    int16 partials are sign-extended eight lanes at a time into ``temps``; int32 ones are added
+    int16 partials are sign-extended one row vector at a time (``row_bits / 32`` lanes: 8 into a
+    ymm, 16 into a zmm from a register's upper or lower half) into ``temps``; int32 ones are added
     in ``temps[0]`` (or in the register itself)."""
     cfg = plan.cfg
     out: list[str] = []
@@ -257,21 +393,22 @@ def _add_tile(plan: KernelPlan, partial: str | int, acc32: str, temps: tuple[int
             reg = _vec(plan, partial)
         else:
             reg = _vec(plan, temps[0])
-            out.append(f"vmovdqu {reg}, {_vmem(plan, partial)}")
-        out += [f"vpaddd {reg}, {reg}, {_vmem(plan, acc32)}", f"vmovdqu {_vmem(plan, acc32)}, {reg}"]
+            out.append(_vmove(plan, reg, _vmem(plan, partial)))
+        out += [f"vpaddd {reg}, {reg}, {_vmem(plan, acc32)}", _vmove(plan, _vmem(plan, acc32), reg)]
         return out
-    for h in range(cfg.m // 8):  # eight int16 lanes -> one ymm of int32
-        t = temps[h % len(temps)]
-        dst = _disp(acc32, 32 * h)
+    rb = plan.row_bits
+    half = rb // 2
+    for h in range(cfg.m // (rb // 32)):
+        t, dst = temps[h % len(temps)], _memory(rb // 8, _disp(acc32, rb // 8 * h))
         if isinstance(partial, int):
             if h == 0:
-                out.append(f"vpmovsxwd ymm{t}, xmm{partial}")
+                out.append(f"vpmovsxwd {_reg(rb, t)}, {_reg(half, partial)}")
             else:
-                out += [f"vextracti128 xmm{t}, ymm{partial}, {h}", f"vpmovsxwd ymm{t}, xmm{t}"]
+                out += [f"{_EXTRACT_HIGH[cfg.vector_bits]} {_reg(half, t)}, {_vec(plan, partial)}, {h}",
+                        f"vpmovsxwd {_reg(rb, t)}, {_reg(half, t)}"]
         else:
-            src = _disp(partial, 16 * h)
-            out.append(f"vpmovsxwd ymm{t}, xmmword ptr [{src}]")
-        out += [f"vpaddd ymm{t}, ymm{t}, ymmword ptr [{dst}]", f"vmovdqu ymmword ptr [{dst}], ymm{t}"]
+            out.append(f"vpmovsxwd {_reg(rb, t)}, {_memory(half // 8, _disp(partial, half // 8 * h))}")
+        out += [f"vpaddd {_reg(rb, t)}, {_reg(rb, t)}, {dst}", f"{_move(rb)} {dst}, {_reg(rb, t)}"]
     return out
 
 
@@ -290,7 +427,7 @@ def _op_pass(e: _Emitter, plan: KernelPlan, r: int) -> None:
     next pass), r11 the token's int8 activations, rbx points at the tiles' int32 rows (kept)."""
     cfg, wb, a32 = plan.cfg, plan.cfg.weight_bytes, plan.tile_acc32_bytes
     temps = (plan.first_temp, plan.first_temp + 1)
-    e(*(f"vpxor {_vec(plan, a)}, {_vec(plan, a)}, {_vec(plan, a)}" for a in range(r)))
+    e(*(_zero(plan, a) for a in range(r)))
     for window, repeat in _window_runs(plan.windows):
         def window_body(window: Window = window) -> None:
             def chunk() -> None:
@@ -300,7 +437,7 @@ def _op_pass(e: _Emitter, plan: KernelPlan, r: int) -> None:
             e.counted_loop("r12", window.chunks, chunk, "chunk")
             for a in range(r):
                 e(*_add_tile(plan, a, _disp("rbx", a32 * a), temps),
-                  f"vpxor {_vec(plan, a)}, {_vec(plan, a)}, {_vec(plan, a)}")
+                  _zero(plan, a))
         e.counted_loop("r13", repeat, window_body, "window")
 
 
@@ -380,10 +517,10 @@ def _core_ap(e: _Emitter, plan: KernelPlan) -> None:
     e("mov r10, rsi", f"lea r11, [r8 + {xq}]")
 
     def tiles(g: int, u: int) -> None:
-        e(*(f"vmovdqu {_vec(plan, a)}, {_vmem(plan, _disp('rbx', rb * a))}" for a in range(u)))
+        e(*(_vmove(plan, _vec(plan, a), _vmem(plan, _disp('rbx', rb * a))) for a in range(u)))
         for a in range(u):
             e(*(_tgemv(plan, a, i, _disp("r10", (a * g + i) * wb)) for i in range(g)))
-        e(*(f"vmovdqu {_vmem(plan, _disp('rbx', rb * a))}, {_vec(plan, a)}" for a in range(u)))
+        e(*(_vmove(plan, _vmem(plan, _disp('rbx', rb * a)), _vec(plan, a)) for a in range(u)))
         e(f"add rbx, {rb * u}", f"add r10, {u * g * wb}")
 
     def batch(g: int) -> None:
@@ -397,7 +534,7 @@ def _core_ap(e: _Emitter, plan: KernelPlan) -> None:
         e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
         zero = e.label("zp")
         e.place(zero)
-        e(f"vmovdqu {_vmem(plan, f'r8 + rax + {p16}')}, {_vec(plan, 0)}", f"add rax, {rb}",
+        e(_vmove(plan, _vmem(plan, f'r8 + rax + {p16}'), _vec(plan, 0)), f"add rax, {rb}",
           f"cmp rax, {plan.tiles * plan.tile_partial_bytes}", f"jb {zero}")
         for g, run in groupby(window.batches):
             e.counted_loop("r12", len(list(run)), lambda g=g: batch(g), "batch")
@@ -418,7 +555,7 @@ def _zero_partial_rows(e: _Emitter, plan: KernelPlan) -> None:
     e("vpxor xmm0, xmm0, xmm0", "xor eax, eax")
     loop = e.label("zrows")
     e.place(loop)
-    e(f"vmovdqu {_vmem(plan, f'rbp + rax + {rows}')}, {_vec(plan, 0)}", f"add rax, {plan.cfg.register_bytes}",
+    e(_vmove(plan, _vmem(plan, f'rbp + rax + {rows}'), _vec(plan, 0)), f"add rax, {plan.cfg.register_bytes}",
       f"cmp rax, {nbytes}", f"jb {loop}")
 
 
@@ -445,12 +582,12 @@ def _core_ap_tokens(e: _Emitter, plan: KernelPlan) -> None:
 
         def tile() -> None:
             if plan.weights_in_register:
-                e(*(f"vmovdqu {_vec(plan, w_reg + j)}, {_vmem(plan, _disp('r10', j * cfg.register_bytes))}"
+                e(*(_vmove(plan, _vec(plan, w_reg + j), _vmem(plan, _disp('r10', j * cfg.register_bytes)))
                     for j in range(cfg.weight_regs)))
             for i in range(g):
-                e(f"vmovdqu {_vec(plan, 0)}, {_vmem(plan, _disp('rbx', i * row))}",
+                e(_vmove(plan, _vec(plan, 0), _vmem(plan, _disp('rbx', i * row))),
                   _tgemv_reg(plan, 0, i, w_reg) if plan.weights_in_register else _tgemv(plan, 0, i, "r10"),
-                  f"vmovdqu {_vmem(plan, _disp('rbx', i * row))}, {_vec(plan, 0)}")
+                  _vmove(plan, _vmem(plan, _disp('rbx', i * row)), _vec(plan, 0)))
             e(f"add r10, {wb}", f"add rbx, {p16}")
         e.counted_loop("r13", tb, tile, "tile")
         e(f"sub r10, {tb * wb}")
@@ -482,7 +619,7 @@ def _core_ap_tokens(e: _Emitter, plan: KernelPlan) -> None:
 
         def one_tile() -> None:
             e(*_add_tile(plan, "rbx", f"r11 + {acc32}", (0, 1)),
-              f"vmovdqu {_vmem(plan, 'rbx')}, {_vec(plan, 2)}", f"add rbx, {p16}", f"add r11, {a32}")
+              _vmove(plan, _vmem(plan, 'rbx'), _vec(plan, 2)), f"add rbx, {p16}", f"add r11, {a32}")
         e.counted_loop("r13", tb, one_tile, "wtile")
         e(f"add rbx, {row - tb * p16}", f"add r11, {slot - tb * a32}", "inc rax", "cmp rax, r15",
           f"jb {top}")

@@ -4,9 +4,10 @@ A :class:`KernelPlan` fixes, for one configuration, dataflow and layer shape (M 
 everything that the code generator (:mod:`tsar.kernels.tsar_codegen`) and the weight packer
 (:mod:`tsar.kernels.formats.tsar`) must agree on. Both derive from it; nothing is restated.
 
-Terms: a *tile* is 16 output rows (one TGEMV accumulator, ``m`` rows); a *chunk* is ``k``
-consecutive inputs (one TLUT). ``T = M / m`` tiles, ``C = ceil(K / k)`` chunks. A weight *operand*
-is the packed ``(m x k)`` tile/chunk block that one TGEMV reads (``cfg.weight_bytes`` bytes).
+Terms: a *tile* is ``m`` output rows (one TGEMV accumulator: 16 at 256 bits, 32 at 512); a *chunk*
+is ``k`` consecutive inputs (one TLUT). ``T = M / m`` tiles, ``C = ceil(K / k)`` chunks. A weight
+*operand* is the packed ``(m x k)`` tile/chunk block that one TGEMV reads (``cfg.weight_bytes``
+bytes).
 
 Padding: a K that ``k`` does not divide (c3s2, k = 6, at K = 2560) is zero-padded to
 ``K_pad = C * k``: the packer adds ``K_pad - K`` zero weight columns and the quantization step
@@ -17,17 +18,23 @@ so that neither a foreign stream nor a reused workspace can leak into the sums. 
 operands are read like any other: :attr:`KernelPlan.weight_bytes` (and every byte count and
 loop bound derived from the chunks) includes them, which is their honest cost.
 
+Registers: every flow allocates the registers the configuration's encoding addresses
+(:attr:`KernelPlan.registers`: 16 with VEX, zmm0..31 with EVEX at 512 bits); LUT groups are packed
+from the top, accumulators from register 0. The numbers below are 256-bit (c2s4-512 / c4s4-512 in
+brackets).
+
 Dataflows (paper section III-D):
 
 * ``ap-min`` (activation-persistent, minimal registers): one LUT group at a time; for every chunk,
   TLUT once, then stream over all tiles, each tile's int16 accumulator loaded from and stored to an
   L1-resident partial-sum row.
 * ``ap-max`` (activation-persistent, maximal registers): as many LUT groups as the register file
-  holds (``G``, c2s4: 7, c4s4: 1) are built per batch of chunks, and the registers left over hold
-  ``U`` tile accumulators (c2s4: 2, c4s4: 8), so each partial-sum load/store serves ``G`` TGEMVs
-  and loop iterations drop by ``U``.
-* ``op`` (output-persistent): ``R`` tile accumulators (c2s4: 12, c4s4: 6) stay in registers across
-  the whole K loop; each TLUT serves ``R`` TGEMVs; nothing but the final sums is written back.
+  holds, at most a widening window's chunks (``G``, c2s4: 7, c4s4: 1 [31, 7]) are built per batch
+  of chunks, and the registers left over hold ``U`` tile accumulators (c2s4: 2, c4s4: 8 [1, 4]), so
+  each partial-sum load/store serves ``G`` TGEMVs and loop iterations drop by ``U``.
+* ``op`` (output-persistent): ``R`` tile accumulators (c2s4: 12, c4s4: 6 [29, 26]) stay in
+  registers across the whole K loop; each TLUT serves ``R`` TGEMVs; nothing but the final sums is
+  written back.
 * ``op-tokens`` (output-persistent, token-blocked GEMM): the ``op`` core with the loops turned
   inside out for ``N`` tokens: tokens are quantized in blocks of ``TOKEN_BLOCK``, and each pass's
   weights (``R`` tiles x K, c2s4 at K = 6912: 331 KB) serve every token of the block while they
@@ -37,33 +44,36 @@ Dataflows (paper section III-D):
   each) live in registers at once. Per chunk the kernel builds them, then streams over the tiles of
   a tile block: each weight operand is read once per ``G`` tokens and applied to every token's LUT
   group, each token's int16 partial sums living in its own partial-sum row (load, TGEMV, store as
-  ``ap-min``), widened into the token's int32 row after each window. Registers (16): one
+  ``ap-min``), widened into the token's int32 row after each window. Registers: one
   accumulator, the weight operand when it fills whole registers and at least two tokens' groups
-  still fit beside it (else none), and ``G`` LUT groups from the top. c2s4 (groups of 2 registers,
-  weights in 1): accumulator ymm0, weights ymm1, ``G = 7`` groups in ymm2..ymm15, so each weight
-  operand is loaded ONCE into a register and serves 7 tokens. c4s4 (groups of 8, weights in an
-  aligned pair): two groups would take all 16 registers, so ``G = 1`` and the weights are a memory
-  operand of every token's TGEMV (read from L1 once per token). The partial-sum rows of all
-  ``TOKEN_BLOCK`` tokens share a ``PARTIAL_SUM_BYTES`` L1 budget, which sets the tile block (passes
-  of up to 32 tiles = 512 outputs); the LUTs are rebuilt once per tile block. Traffic per token
+  still fit beside it (else none), and ``G`` LUT groups from the top (at most ``TOKEN_BLOCK``).
+  c2s4 (groups of 2 registers, weights in 1): accumulator ymm0, weights ymm1, ``G = 7`` groups in
+  ymm2..ymm15, so each weight operand is loaded ONCE into a register and serves 7 tokens. c4s4
+  (groups of 8, weights in an aligned pair): two groups would take all 16 registers, so ``G = 1``
+  and the weights are a memory operand of every token's TGEMV (read from L1 once per token). At
+  512 bits: c2s4-512 zmm0, zmm1, ``G = 16`` (the block; 30 would fit); c4s4-512 zmm0, the pair
+  zmm2..3, ``G = 7`` groups of 4 in zmm4..31. The partial-sum rows of all ``TOKEN_BLOCK`` tokens
+  share a ``PARTIAL_SUM_BYTES`` L1 budget, which sets the tile block (passes of up to 32 tiles =
+  512 outputs [16 tiles]); the LUTs are rebuilt once per tile block. Traffic per token
   block: every weight operand from memory once (then from L1 for the block's other groups of ``G``
   tokens), partial sums one L1 load and store per TGEMV, activations one TLUT per chunk per tile
   block.
 
 Overflow: every plan widens int16 accumulators into int32 after at most
-``cfg.max_tgemv_per_widen()`` TGEMVs per lane (32 for c2s4, 16 for c4s4). Each TGEMV adds at most
-``127 * k`` in magnitude because BitNet's activations lie in [-127, 127], so a lane that starts at 0
-stays within ``n * 127 * k <= 32767``: int16 never wraps, for any ternary weights.
+``cfg.max_tgemv_per_widen()`` TGEMVs per lane (32 for c2s4, 16 for c4s4, at any width). Each TGEMV
+adds at most ``127 * k`` in magnitude because BitNet's activations lie in [-127, 127], so a lane
+that starts at 0 stays within ``n * 127 * k <= 32767``: int16 never wraps, for any ternary weights.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig, configs, get_config
+from tsar.isa.config import TsarConfig, configs, get_config
 
 FLOWS = ("ap-min", "ap-max", "op", "op-tokens", "ap-tokens")
 OUTPUT_PERSISTENT = ("op", "op-tokens")
@@ -149,6 +159,18 @@ class KernelPlan:
         return self.cfg.max_tgemv_per_widen()
 
     # --- register allocation ---------------------------------------------------------------------
+    @property
+    def registers(self) -> int:
+        """Vector registers the kernel allocates: all that the configuration's encoding addresses
+        (VEX 16, EVEX 32)."""
+        return self.cfg.addressable_registers
+
+    @property
+    def row_bits(self) -> int:
+        """Width of the vectors of the kernel's int32 / float32 row code (widening, zeroing,
+        dequantization): :func:`row_bits`."""
+        return row_bits(self.cfg)
+
     @cached_property
     def groups(self) -> int:
         """LUT groups live at once (G): chunks per token times tokens."""
@@ -156,9 +178,10 @@ class KernelPlan:
 
     @cached_property
     def chunk_groups(self) -> int:
-        """LUT groups of one token live at once, one per chunk (``ap-max``: G, else 1)."""
+        """LUT groups of one token live at once, one per chunk (``ap-max``: G, at most a window's
+        chunks; else 1)."""
         if self.flow == "ap-max":
-            return (VECTOR_REGISTERS - 1) // self.cfg.group_regs
+            return min((self.registers - 1) // self.cfg.group_regs, self.widen_every)
         return 1
 
     @cached_property
@@ -166,7 +189,7 @@ class KernelPlan:
         """Tokens whose LUT groups live at once (``ap-tokens``: G, one chunk each; else 1)."""
         if self.flow != "ap-tokens":
             return 1
-        return self._ap_tokens_groups(self.weights_in_register)
+        return min(self._ap_tokens_groups(self.weights_in_register), self.token_block)
 
     @cached_property
     def weights_in_register(self) -> bool:
@@ -178,7 +201,7 @@ class KernelPlan:
 
     def _ap_tokens_groups(self, weights_in_register: bool) -> int:
         below = self._weight_register_end if weights_in_register else AP_TOKENS_ACCUMULATORS
-        return (VECTOR_REGISTERS - below) // self.cfg.group_regs
+        return (self.registers - below) // self.cfg.group_regs
 
     @property
     def weight_register(self) -> int:
@@ -194,7 +217,7 @@ class KernelPlan:
     @cached_property
     def accumulators(self) -> int:
         """int16 tile accumulators live at once (U for AP, R for OP)."""
-        free = VECTOR_REGISTERS - self.groups * self.cfg.group_regs
+        free = self.registers - self.groups * self.cfg.group_regs
         if self.flow == "ap-min":
             return 1
         if self.flow == "ap-tokens":
@@ -216,8 +239,7 @@ class KernelPlan:
 
     def group_register(self, g: int) -> int:
         """Base register of LUT group ``g``: groups are packed from the top, aligned."""
-        top = VECTOR_REGISTERS - (g + 1) * self.cfg.group_regs
-        return top
+        return self.registers - (g + 1) * self.cfg.group_regs
 
     @property
     def first_temp(self) -> int:
@@ -339,12 +361,19 @@ class KernelPlan:
         return self.partials_offset + self.token_block * self.partial_row_bytes
 
 
+def row_bits(cfg: TsarConfig) -> int:
+    """Width of the vectors the kernels' int32 and float32 rows are processed in: the configuration's
+    width, at least the quantization step's (``QUANT_LANES`` float32 lanes, a ymm)."""
+    return max(cfg.vector_bits, 32 * QUANT_LANES)
+
+
 def unsupported_reason(cfg: TsarConfig) -> str | None:
     """Why the kernel generator cannot build kernels for ``cfg``, or None when it can: every
-    tile's int32 row must be whole 256-bit vectors (``4m`` bytes, m a multiple of 8) and int16
-    partial sums are widened eight lanes at a time."""
-    if (4 * cfg.m) % 32:
-        return f"m={cfg.m} outputs per TGEMV: the kernels' int32 rows take multiples of 8 outputs"
+    tile's int32 row must be whole row vectors (``4m`` bytes, :func:`row_bits`), int16 partial sums
+    being widened one row vector (half a register's lanes at 512 bits) at a time."""
+    lanes = row_bits(cfg) // 32
+    if cfg.m % lanes:
+        return f"m={cfg.m} outputs per TGEMV: the kernels' int32 rows take multiples of {lanes} outputs"
     return None
 
 
@@ -368,10 +397,13 @@ def parse_kernel_name(name: str) -> tuple[TsarConfig, str]:
                      f"{', '.join(FLOWS)})")
 
 
-def kernel_names() -> tuple[str, ...]:
-    """Every kernel of every registered configuration the generator supports."""
+def kernel_names(isa: Iterable[str] | None = None) -> tuple[str, ...]:
+    """Every kernel of every registered configuration the generator supports; with ``isa`` (a CPU's
+    or platform's flags), those of the configurations it runs (:meth:`TsarConfig.runs_on`: the
+    512-bit ones need AVX-512)."""
+    flags = None if isa is None else tuple(isa)
     return tuple(kernel_name(cfg, flow) for cfg in configs() if unsupported_reason(cfg) is None
-                 for flow in FLOWS)
+                 and (flags is None or cfg.runs_on(flags)) for flow in FLOWS)
 
 
 def make_plan(config: str | TsarConfig, flow: str, M: int, K: int, tile_block: int = 0) -> KernelPlan:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import iced_x86 as iced
 
+from tsar.isa.bytelines import byte_line
 from tsar.isa.config import EVEX_VECTOR_REGISTERS, OPMASK_REGISTERS, VECTOR_REGISTERS
 from tsar.sim.platforms.detect import cpu_flags
 from tsar.sim.x86.state import REGISTER_BYTES
@@ -21,13 +22,6 @@ IMAGE_BYTES = K_OFFSET + 8 * OPMASK_REGISTERS
 """Bytes of a whole image."""
 HOST_AVX512 = {"avx512f", "avx512bw"} <= cpu_flags()
 """The host executes AVX-512 F and BW (``kmovq``): images hold zmm0..31 and k0..7."""
-
-
-def byte_line(ins: iced.Instruction) -> str:
-    """``ins`` encoded with iced-x86, as an assembler ``.byte`` line."""
-    encoder = iced.Encoder(64)
-    encoder.encode(ins, 0)
-    return ".byte " + ", ".join(f"{b:#04x}" for b in encoder.take_buffer())
 
 
 def spill_lines(base: str, avx512: bool = HOST_AVX512) -> tuple[list[str], list[str]]:

@@ -1,4 +1,4 @@
-"""The native engine: x86-64 + AVX2 + T-SAR code executed by the host CPU itself.
+"""The native engine: x86-64 + AVX2 (+ AVX-512) + T-SAR code executed by the host CPU itself.
 
 Code is loaded into an executable arena; every T-SAR instruction is rewritten into a jump to a
 stub (:mod:`tsar.sim.native_engine.rewrite`) that runs the configuration's C helper
@@ -14,7 +14,8 @@ reported as system calls when reached. ``in_process=True`` runs calls in the cal
 code with a system call the decode finds is refused when loaded.
 
 Implements :class:`tsar.sim.engine.Machine`, as the Python engine does. Statistics are cheap ones: calls,
-wall time, T-SAR instructions executed per site. Limits: x86-64 hosts with AVX2 only; no
+wall time, T-SAR instructions executed per site. Limits: x86-64 hosts with AVX2 only, and
+AVX-512 F/BW for the 512-bit (EVEX, zmm) configurations (refused when loaded elsewhere); no
 instruction counts, memory traces or guard regions (the Python engine has them).
 """
 
@@ -41,7 +42,7 @@ from tsar.sim.errors import SYSTEM_CALL_MNEMONICS, SimulationError, system_call_
 from tsar.sim.native_engine.faults import AUDIT_ARCH_X86_64, FAULT_EXIT, GPR_WORDS, RECORD_WORDS, SIGNALS
 from tsar.sim.native_engine.rewrite import Site, assemble_stub, patch, refusal_patch
 from tsar.sim.native_engine.worker import Arguments, Worker, WorkerEnded, library
-from tsar.sim.vector_spill import IMAGE_BYTES
+from tsar.sim.vector_spill import HOST_AVX512, IMAGE_BYTES
 from tsar.sim.x86.decode import mnemonic
 from tsar.sim.x86.state import GPR_NAMES, MASK64
 
@@ -208,6 +209,12 @@ class NativeMachine:
                  if d.is_tsar and d.tsar is not None]
         if not sites:
             return
+        evex = next((s for s in sites if s.inst.spec.encoding == "evex"), None)
+        if evex is not None and not HOST_AVX512:
+            raise SimulationError("ud", f"{evex.inst.spec.config.name} is a 512-bit (zmm) configuration "
+                                  "and this host lacks AVX-512 F/BW, so its registers cannot live "
+                                  "here; run it in the Python engine", rip=evex.address,
+                                  instruction=evex.text)
         self._ensure_helpers({s.inst.spec.config for s in sites})
         for site in sites:
             cfg = site.inst.spec.config

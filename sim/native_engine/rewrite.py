@@ -1,14 +1,15 @@
 """Static rewriting of T-SAR instructions for native execution.
 
-Every T-SAR instruction (at least 5 bytes: VEX3 prefix, opcode, ModRM) is replaced by a ``jmp
-rel32`` to a stub generated for that site; the rest of its bytes become ``int3``. The stub knows
-the instruction's registers and addressing statically. It steps over the red zone, saves RFLAGS
-and the caller-saved GPRs, computes the memory operand's address from the guest's registers,
-stores the vector and opmask registers into a register image (:mod:`tsar.sim.vector_spill`:
-zmm0..31 and k0..7 on a host with AVX-512, else ymm0..15), calls the configuration's C helper
-(:mod:`.tsar_stubs`: the golden semantics on the image), reloads the registers from the image,
-counts the execution, restores the GPRs and RFLAGS and jumps back after the instruction. So every
-register and flag the instruction does not architecturally write is preserved.
+Every T-SAR instruction (at least :data:`MIN_SITE` bytes: prefix, opcode, ModRM; 5 in VEX3 form, 6
+in EVEX form) is replaced by a ``jmp rel32`` to a stub generated for that site; the rest of its
+bytes become ``int3``. The stub knows the instruction's registers (zmm0..31 in EVEX form) and
+addressing statically. It steps over the red zone, saves RFLAGS and the caller-saved GPRs, computes
+the memory operand's address from the guest's registers, stores the vector and opmask registers into
+a register image (:mod:`tsar.sim.vector_spill`: zmm0..31 and k0..7 on a host with AVX-512, else
+ymm0..15), calls the configuration's C helper (:mod:`.tsar_stubs`: the golden semantics on the
+image), reloads the registers from the image, counts the execution, restores the GPRs and RFLAGS and
+jumps back after the instruction. So every register and flag the instruction does not
+architecturally write is preserved.
 
 Helper signatures (System V): ``tlut(uint8_t *regs, int dst, int src_reg, const int8_t *act)``
 and ``tgemv(uint8_t *regs, int dst, int lut, int src_reg, const uint8_t *weights)``; a register
@@ -30,6 +31,8 @@ SAVED_GPRS = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "rbx"
 """Pushed by every stub, in this order (the caller-saved GPRs, and rbx which the stub uses)."""
 _PUSHED = RED_ZONE + 8 + 8 * len(SAVED_GPRS)  # bytes rsp moves before the address is computed
 JMP_REL32 = 5
+MIN_SITE = min(codec.PREFIX_BYTES.values()) + 2
+"""Bytes of the shortest T-SAR instruction (prefix, opcode, ModRM): a ``jmp rel32`` must fit."""
 INT3 = 0xCC
 UD2 = b"\x0f\x0b"
 
@@ -100,6 +103,8 @@ def assemble_stub(site: Site, at: int, helper: int, image: int, counter: int, cu
 
 def patch(site: Site, stub: int) -> bytes:
     """The bytes replacing the site: ``jmp stub`` then ``int3`` padding."""
+    if site.length < JMP_REL32:
+        raise ValueError(f"site {site.address:#x} ({site.length} bytes) cannot hold a jmp rel32")
     rel = stub - (site.address + JMP_REL32)
     if not -(1 << 31) <= rel < (1 << 31):
         raise ValueError(f"stub at {stub:#x} out of jmp rel32 range of site {site.address:#x}")

@@ -1,4 +1,4 @@
-"""Native (C) TLUT and TGEMV on a ymm register image, bit-exact with the golden semantics
+"""Native (C) TLUT and TGEMV on a register image, bit-exact with the golden semantics
 (:mod:`tsar.isa.semantics`) and the Python engine (:func:`tsar.sim.python_engine.tsar_exec.compile_tsar`).
 
 :func:`helper_source` generates, per configuration, freestanding C (``<stdint.h>`` and GCC vector
@@ -8,11 +8,17 @@ extensions / x86 builtins only) with every constant baked in and every loop unro
 * ``void tsar_tgemv_<x>(uint8_t *regs, int dst, int lut, int src_reg, const uint8_t *weights)``.
 
 ``regs`` is the register image of :mod:`tsar.sim.vector_spill` (register ``i`` at
-``REGISTER_BYTES * i``, little-endian: the rows of ``CpuState.zmm``). An operand
+``REGISTER_BYTES * i``, little-endian: the rows of ``CpuState.zmm``, zmm0..31). An operand
 comes from register ``src_reg`` (and the following ones: the low ``register_bytes`` of each) when
 ``src_reg >= 0``, else from the pointer, of which exactly the operand's bytes are read. Every
 operand is read before anything is written (operands may alias the destination); like every VEX
-write, an instruction zeroes the bytes of the registers it writes above its width, up to byte 63.
+write, an instruction zeroes the bytes of the registers it writes above its width, up to byte 63
+(a 512-bit, EVEX, configuration writes whole rows).
+
+The helpers compute with vectors of at most :data:`SLICE_BITS` (AVX2 builtins; the library is
+built with ``-mavx2``): a 512-bit register is computed as two 256-bit slices (words / outputs
+``[0, 16)`` and ``[16, 32)``), each exactly as a 256-bit configuration's register, so the
+helpers run on hosts without AVX-512 too.
 
 TLUT: the activations, biased to unsigned (``a + 128``), are shuffled into byte pairs
 (``vpshufb``) and multiplied with the pairs' ``tlut_matrix`` coefficients (``vpmaddubsw``); the
@@ -32,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tsar.common.toolchain import build_shared, cache_dir, write_atomic
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.isa.semantics import fast_tables, tlut_matrix
 from tsar.sim.compile import DEFAULT_FLAGS
 from tsar.sim.x86.state import REGISTER_BYTES
@@ -41,7 +47,10 @@ FLAGS = ("-O3", *(f for f in DEFAULT_FLAGS if not f.startswith("-O")),
          "-fno-tree-loop-distribute-patterns")
 """gcc flags of the helper library (freestanding: no memcpy/memset calls are generated)."""
 
-__all__ = ["FLAGS", "build_helpers", "c_name", "helper_source", "helper_symbols"]
+SLICE_BITS = 256
+"""Widest vector the helpers compute with (AVX2): wider registers are computed in slices of it."""
+
+__all__ = ["FLAGS", "SLICE_BITS", "build_helpers", "c_name", "helper_source", "helper_symbols"]
 
 _PRELUDE = """\
 #include <stdint.h>
@@ -149,28 +158,42 @@ def _operand_ptrs(name: str, arg: str, chunks: int, cfg: TsarConfig) -> list[str
             f"regs + {REGISTER_BYTES} * (src_reg + {i});" for i in range(chunks)]
 
 
-def _store(cfg: TsarConfig, vec: _Vec, where: str, value: str) -> list[str]:
-    lines = [f"    *({vec.hu_u} *)({where}) = {value};"]
+def _slicing(cfg: TsarConfig) -> tuple[int, int, int]:
+    """``(slices, slice bytes, words per slice)``: one register of ``cfg`` as host vectors of at most
+    :data:`SLICE_BITS` (a 512-bit register: 2 slices of 32 bytes, 16 LUT words each)."""
+    bits = min(cfg.vector_bits, SLICE_BITS)
+    count = cfg.vector_bits // bits
+    return count, bits // 8, cfg.lanes // count
+
+
+def _store(cfg: TsarConfig, vec: _Vec, where: str, values: Sequence[str]) -> list[str]:
+    """Store one register's slices ``values`` at ``where``, then zero its bytes above the width."""
+    sb = _slicing(cfg)[1]
+    lines = [f"    *({vec.hu_u} *)({where}{f' + {sb * h}' if h else ''}) = {value};"
+             for h, value in enumerate(values)]
     return lines + _zero_upper(cfg, vec, where)
 
 
 def _zero_upper(cfg: TsarConfig, vec: _Vec, where: str) -> list[str]:
-    """Zero bytes ``register_bytes..REGISTER_BYTES`` of the register at ``where``."""
-    rb = cfg.register_bytes
+    """Zero bytes ``register_bytes..REGISTER_BYTES`` of the register at ``where`` (none at 512 bits)."""
+    sb = _slicing(cfg)[1]
     return [f"    *({vec.hu_u} *)({where} + {off}) = ({vec.hu}){{0}};"
-            for off in range(rb, REGISTER_BYTES, rb)]
+            for off in range(cfg.register_bytes, REGISTER_BYTES, sb)]
 
 
 def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
-    """TLUT: biased activations shuffled into pairs, ``vpmaddubsw`` with the coefficients."""
+    """TLUT: biased activations shuffled into pairs, ``vpmaddubsw`` with the coefficients; one
+    output vector ``o{v}`` per slice (group words ``[v * lanes, (v + 1) * lanes)``)."""
     matrix = tlut_matrix(cfg).astype(int)  # (k, group_words) in {-1, 0, 1}
-    c, k, lanes = cfg.c, cfg.k, cfg.lanes
+    c, k = cfg.c, cfg.k
+    count, _, lanes = _slicing(cfg)
     windows = -(-k // 16)
     rb = cfg.register_bytes
     # k > register_bytes (no architectural register form; the Python engine refuses it): the
     # following registers' low bytes, wrapping at the last register so that the image is never overrun
     lines = [f"    const uint8_t *a{i} = src_reg < 0 ? (const uint8_t *)act + {i * rb} : "
-             f"regs + {REGISTER_BYTES} * ((src_reg + {i}) % {VECTOR_REGISTERS});" for i in range(-(-k // rb))]
+             f"regs + {REGISTER_BYTES} * ((src_reg + {i}) % {cfg.addressable_registers});"
+             for i in range(-(-k // rb))]
     for h in range(windows):
         chunk, offset = divmod(16 * h, rb)
         lo, hi = _load_u64s(f"a{chunk}", offset, min(16, k - 16 * h))
@@ -179,11 +202,11 @@ def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
     consts: list[str] = []
     pairs: dict[tuple, str] = {}  # activation index per byte -> shuffled vector name
     body: list[str] = []
-    for r in range(cfg.group_regs):
+    for v in range(cfg.group_regs * count):
         terms = []
         bias = []
         for w in range(lanes):
-            word = r * lanes + w
+            word = v * lanes + w
             b = cfg.word_meaning(word)[0]
             rows = [i for i in range(k) if matrix[i, word]]
             assert all(b * c <= i < (b + 1) * c for i in rows), "TLUT coefficients leave the block"
@@ -191,7 +214,7 @@ def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
         for q in range(0, c, 2):
             act_of_byte, coef = [], []
             for w in range(lanes):
-                word = r * lanes + w
+                word = v * lanes + w
                 b = cfg.word_meaning(word)[0]
                 for i in (q, q + 1):
                     inside = i < c
@@ -203,18 +226,19 @@ def _tlut_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
                 parts = []
                 for h in range(windows):
                     idx = [(i % 16 if i is not None and i // 16 == h else 0x80) for i in key]
-                    if any(v != 0x80 for v in idx):
-                        consts.append(f"    static const {vec.qi} p{len(pairs) - 1}i{h} = "
-                                      f"{_init(v - 256 if v > 127 else v for v in idx)};")
-                        parts.append(f"{vec.shuf}(aw{h}, p{len(pairs) - 1}i{h})")
+                    if any(x != 0x80 for x in idx):
+                        consts.append(f"    static const {vec.qi} {name}i{h} = "
+                                      f"{_init(x - 256 if x > 127 else x for x in idx)};")
+                        parts.append(f"{vec.shuf}(aw{h}, {name}i{h})")
                 body.append(f"    {vec.qi} {name} = {' | '.join(parts) or '(' + vec.qi + '){0}'};")
-            cname = f"m{r}_{q // 2}"
+            cname = f"m{v}_{q // 2}"
             consts.append(f"    static const {vec.qi} {cname} = {_init(coef)};")
             terms.append(f"({vec.hu}){vec.madd}({pairs[key]}, {cname})")
-        consts.append(f"    static const {vec.hu} b{r} = {_init(bias)};")
-        body.append(f"    {vec.hu} o{r} = {' + '.join(terms)} + b{r};")
+        consts.append(f"    static const {vec.hu} b{v} = {_init(bias)};")
+        body.append(f"    {vec.hu} o{v} = {' + '.join(terms)} + b{v};")
     for r in range(cfg.group_regs):
-        body += _store(cfg, vec, f"regs + {REGISTER_BYTES} * dst + {REGISTER_BYTES * r}", f"o{r}")
+        body += _store(cfg, vec, f"regs + {REGISTER_BYTES} * dst + {REGISTER_BYTES * r}",
+                       [f"o{r * count + h}" for h in range(count)])
     return consts + lines + body
 
 
@@ -241,27 +265,41 @@ def _table_windows(cfg: TsarConfig, block: int, table: str) -> tuple[list[int], 
 
 
 def _tgemv_vector_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
-    """TGEMV with one int16 lane per output and a ``vpshufb`` per (block, table)."""
-    lanes, rb, ocb = cfg.lanes, cfg.register_bytes, cfg.output_code_bits
+    """TGEMV with one int16 lane per output and a ``vpshufb`` per (block, table) and slice (slice
+    ``h``: outputs ``[h * lanes, (h + 1) * lanes)``, their codes at weight byte ``h * lanes * ocb / 8``)."""
+    count, sb, lanes = _slicing(cfg)
+    rb, ocb = cfg.register_bytes, cfg.output_code_bits
     chunks = -(-cfg.weight_bytes // rb)
+    per_slice = lanes * ocb // 8  # weight bytes of one slice's outputs
+
+    def weights_at(offset: int) -> str:
+        return f"w{offset // rb} + {offset % rb}"
+
     lines = [f"    const uint8_t *g = regs + {REGISTER_BYTES} * lut;",
              *_operand_ptrs("w", "weights", chunks, cfg),
-             f"    {vec.hu} acc = *(const {vec.hu_u} *)(regs + {REGISTER_BYTES} * dst);"]
-    consts: list[str] = []
-    if ocb == 8:  # one byte per output: output j's byte at byte j of each 128-bit half
-        lo, hi = _load_u64s("w0", 0, cfg.weight_bytes)
-        lines.append(f"    {vec.hu} f0 = ({vec.hu})" + vec.pair.format(lo=f"({lo})", hi=f"({hi})") + ";")
-    elif ocb == 16:
-        lines.append(f"    {vec.hu} f0 = *(const {vec.hu_u} *)w0;")
-    else:  # 32: low and high halves of each output's codes
-        lines.append(f"    {vec.hu} v0 = *(const {vec.hu_u} *)w0, v1 = *(const {vec.hu_u} *)w1;")
-        consts.append(f"    static const {vec.hu} even = {_init(range(0, 2 * lanes, 2))};")
-        consts.append(f"    static const {vec.hu} odd = {_init(range(1, 2 * lanes, 2))};")
-        lines.append(f"    {vec.hu} f0 = __builtin_shuffle(v0, v1, even), "
-                     f"f1 = __builtin_shuffle(v0, v1, odd);")
+             *(f"    {vec.hu} acc{h} = *(const {vec.hu_u} *)(regs + {REGISTER_BYTES} * dst + {sb * h});"
+               for h in range(count))]
+    consts: dict[str, str] = {}
+    if ocb == 32:  # low and high halves of each output's codes
+        consts["even"] = f"    static const {vec.hu} even = {_init(range(0, 2 * lanes, 2))};"
+        consts["odd"] = f"    static const {vec.hu} odd = {_init(range(1, 2 * lanes, 2))};"
+    for h in range(count):
+        at = h * per_slice
+        if ocb == 8:  # one byte per output: output j's byte at byte j of each 128-bit half
+            lo, hi = _load_u64s(f"w{at // rb}", at % rb, per_slice)
+            lines.append(f"    {vec.hu} f0_{h} = ({vec.hu})" + vec.pair.format(lo=f"({lo})", hi=f"({hi})")
+                         + ";")
+        elif ocb == 16:
+            lines.append(f"    {vec.hu} f0_{h} = *(const {vec.hu_u} *)({weights_at(at)});")
+        else:
+            lines.append(f"    {vec.hu} v0_{h} = *(const {vec.hu_u} *)({weights_at(at)}), "
+                         f"v1_{h} = *(const {vec.hu_u} *)({weights_at(at + sb)});")
+            lines.append(f"    {vec.hu} f0_{h} = __builtin_shuffle(v0_{h}, v1_{h}, even), "
+                         f"f1_{h} = __builtin_shuffle(v0_{h}, v1_{h}, odd);")
     windows: dict[int, str] = {}
-    dups: dict[tuple[int, int], str] = {}
-    pos, neg = [], []
+    dups: dict[tuple[int, int, int], str] = {}
+    pos: list[list[str]] = [[] for _ in range(count)]
+    neg: list[list[str]] = [[] for _ in range(count)]
     mask = cfg.patterns - 1
     for b in range(cfg.s):
         for table, index, coef in cfg.tgemv_terms():
@@ -272,39 +310,40 @@ def _tgemv_vector_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
                     windows[off] = f"t{len(windows)}"
                     lines.append(f"    {vec.qi} {windows[off]} = {vec.window}(g + {off});")
                 names.append(windows[off])
-            x = f"x{b}_{len(pos) + len(neg)}"
-            if index == "all":  # a constant pattern: 2 * (2^c - 1) in both bytes
-                twice = f"({vec.hu}){{{', '.join([str((2 * mask) * 0x0101)] * lanes)}}}"
-            else:
-                bit = b * cfg.code_bits + (cfg.c if index == "idxS" else 0)  # idxD: low c bits
-                piece, shift = divmod(bit, 16)
-                kb, shift = divmod(shift, 8)
-                if (piece, kb) not in dups:  # the code byte in both bytes of each output's lane
-                    name = dups[piece, kb] = f"u{piece}{kb}"
-                    idx = [j if ocb == 8 else 2 * (j % 8) + kb for j in range(lanes) for _ in (0, 1)]
-                    consts.append(f"    static const {vec.qi} {name}i = {_init(idx)};")
-                    lines.append(f"    {vec.hu} {name} = ({vec.hu}){vec.shuf}(({vec.qi})f{piece}, {name}i);")
-                # both bytes: 2 * field (shifted into bits 1..c, other bits masked off)
-                moved = f"({dups[piece, kb]} << 1)" if shift == 0 else \
-                    f"{dups[piece, kb]}" if shift == 1 else f"({dups[piece, kb]} >> {shift - 1})"
-                twice = f"({moved} & {(2 * mask) * 0x0101:#06x})"
-            if len(names) == 1:  # byte pair (2 field + inner, 2 field + inner + 1)
-                lines.append(f"    {vec.hu} {x} = {twice} + {0x0100 + inner * 0x0101:#06x};")
-                pick = f"({vec.hu}){vec.shuf}({names[0]}, ({vec.qi}){x})"
-            else:  # 16 entries over two windows: index bit 7 zeroes the other window's byte
-                lines.append(f"    {vec.qu} {x} = ({vec.qu}){twice};")
-                pick = (f"({vec.hu})({vec.shuf}({names[0]}, ({vec.qi})({x} + lo_win)) | "
-                        f"{vec.shuf}({names[1]}, ({vec.qi})({x} + hi_win)))")
-                if not any("lo_win" in c for c in consts):
-                    consts.append(f"    static const {vec.qu} lo_win = "
-                                  f"{_init([0x70, 0x71] * lanes)};")
-                    consts.append(f"    static const {vec.qu} hi_win = "
-                                  f"{_init([0xF0, 0xF1] * lanes)};")
-            (pos if coef > 0 else neg).extend([pick] * abs(coef))
-    lines.append(f"    {vec.hu} d = {' + '.join(pos)};")
-    lines.append(f"    {vec.hu} s = {' + '.join(neg)};")
-    lines += _store(cfg, vec, f"regs + {REGISTER_BYTES} * dst", "acc + d - s")
-    return consts + lines
+            for h in range(count):
+                x = f"x{h}_{b}_{len(pos[h]) + len(neg[h])}"
+                if index == "all":  # a constant pattern: 2 * (2^c - 1) in both bytes
+                    twice = f"({vec.hu}){{{', '.join([str((2 * mask) * 0x0101)] * lanes)}}}"
+                else:
+                    bit = b * cfg.code_bits + (cfg.c if index == "idxS" else 0)  # idxD: low c bits
+                    piece, shift = divmod(bit, 16)
+                    kb, shift = divmod(shift, 8)
+                    if (h, piece, kb) not in dups:  # the code byte in both bytes of each output's lane
+                        name = dups[h, piece, kb] = f"u{piece}{kb}_{h}"
+                        idx = [j if ocb == 8 else 2 * (j % 8) + kb for j in range(lanes) for _ in (0, 1)]
+                        consts[f"u{piece}{kb}i"] = f"    static const {vec.qi} u{piece}{kb}i = {_init(idx)};"
+                        lines.append(f"    {vec.hu} {name} = ({vec.hu}){vec.shuf}(({vec.qi})f{piece}_{h}, "
+                                     f"u{piece}{kb}i);")
+                    # both bytes: 2 * field (shifted into bits 1..c, other bits masked off)
+                    u = dups[h, piece, kb]
+                    moved = f"({u} << 1)" if shift == 0 else u if shift == 1 else f"({u} >> {shift - 1})"
+                    twice = f"({moved} & {(2 * mask) * 0x0101:#06x})"
+                if len(names) == 1:  # byte pair (2 field + inner, 2 field + inner + 1)
+                    lines.append(f"    {vec.hu} {x} = {twice} + {0x0100 + inner * 0x0101:#06x};")
+                    pick = f"({vec.hu}){vec.shuf}({names[0]}, ({vec.qi}){x})"
+                else:  # 16 entries over two windows: index bit 7 zeroes the other window's byte
+                    lines.append(f"    {vec.qu} {x} = ({vec.qu}){twice};")
+                    pick = (f"({vec.hu})({vec.shuf}({names[0]}, ({vec.qi})({x} + lo_win)) | "
+                            f"{vec.shuf}({names[1]}, ({vec.qi})({x} + hi_win)))")
+                    consts["lo_win"] = f"    static const {vec.qu} lo_win = {_init([0x70, 0x71] * lanes)};"
+                    consts["hi_win"] = f"    static const {vec.qu} hi_win = {_init([0xF0, 0xF1] * lanes)};"
+                (pos[h] if coef > 0 else neg[h]).extend([pick] * abs(coef))
+    for h in range(count):
+        lines.append(f"    {vec.hu} d{h} = {' + '.join(pos[h])};")
+        lines.append(f"    {vec.hu} s{h} = {' + '.join(neg[h])};")
+    sums = [f"acc{h} + d{h} - s{h}" for h in range(count)]
+    lines += _store(cfg, vec, f"regs + {REGISTER_BYTES} * dst", sums)
+    return list(consts.values()) + lines
 
 
 def _tgemv_scalar_body(cfg: TsarConfig, vec: _Vec) -> list[str]:
@@ -363,7 +402,7 @@ def helper_source(cfg: TsarConfig) -> str:
     """C source of ``cfg``'s TLUT and TGEMV helpers (see the module docstring). Raises
     ValueError for configurations the golden semantics do not implement."""
     fast_tables(cfg)  # refuses lut_bits / acc_bits other than 16, like the golden semantics
-    vec = _VEC[cfg.vector_bits]
+    vec = _VEC[_slicing(cfg)[1] * 8]
     tlut, tgemv = helper_symbols(cfg)
     fast = _tgemv_fast(cfg)
     tgemv_body = _tgemv_vector_body(cfg, vec) if fast else _tgemv_scalar_body(cfg, vec)

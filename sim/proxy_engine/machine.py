@@ -1,7 +1,9 @@
-"""The proxy engine: T-SAR kernels timed on the host's silicon through uop-equivalent AVX2 code.
+"""The proxy engine: T-SAR kernels timed on the host's silicon through uop-equivalent AVX2 / AVX-512
+code.
 
 ``create_machine("proxy")`` loads assembly (``load_asm``, ``load_program``) with every T-SAR
-instruction replaced *in line* by an AVX2 sequence that has what the timing model
+instruction replaced *in line* by a sequence of the configuration's width (AVX2 on xmm / ymm;
+AVX-512 F/BW on zmm for the 512-bit, EVEX, configurations) that has what the timing model
 (:func:`tsar.sim.uarch.tsar_timing`) assumes of that instruction: its uops on the dot-product
 ports (one ``vpmaddwd`` of the configuration's width per uop), its memory operand (same bytes,
 same address), its register reads and writes, and its accumulator latency. The program is then
@@ -9,22 +11,28 @@ reassembled, so labels, branches and loop layout stay those of the kernel (no ju
 back, unlike the native engine), and the host's out-of-order core, caches and prefetchers run it
 (:class:`~tsar.sim.native_engine.machine.NativeMachine` executes it). **Results are meaningless**: only
 the time is of use, measured as the natives are. Other instructions pass through unchanged,
-AVX-512 ones included (given as ``.byte`` lines: the assembler has no EVEX).
+AVX-512 ones included (given as ``.byte`` lines: the assembler has no EVEX). The zmm stand-ins are
+emitted as ``.byte`` lines too (encoded by iced-x86; a RIP-relative address as a ``.long``
+expression the assembler resolves), after a comment with their text; a host without AVX-512 F/BW
+cannot run them, and the proxy refuses a 512-bit configuration there (one-line
+:class:`~tsar.sim.errors.SimulationError`).
 
 Sequences (``n`` = the instruction's uops as the model takes them,
 :func:`tsar.sim.uarch.tsar_ops.issue_cycles`: the RTL-measured port cycles where the RTL table has
 the configuration, else the ISA's uop count; ``L`` = ``vpmaddwd`` latency, ``X`` = a vector register
 the program never names, picked per program):
 
-* ``TLUTcxs dst, src``: ``n`` uops writing the ``n`` registers of the LUT group, each
-  ``vpmaddwd Di, S, S`` from the source ``S`` (the group's first register is written last). A
+* ``TLUTcxs dst, src``: ``n`` uops writing the registers of the LUT group (again, in turn, where
+  ``n`` exceeds them: the RTL's passes over a wide register), each ``vpmaddwd Di, S, S`` from the
+  source ``S`` (a source in the group, e.g. its first register, is written last). A
   memory source is loaded by one broadcast of its ``k`` bytes into the group's first register
-  (``vpbroadcastd/q``), a separate load uop where the model micro-fuses it (one more front-end
-  slot); it reads exactly the operand's bytes.
+  (``vpbroadcastd/q``, ``vbroadcasti128`` / ``vbroadcasti32x4``, or a whole-register move), a
+  separate load uop where the model micro-fuses it (one more front-end slot); it reads exactly the
+  operand's bytes.
 * ``TGEMV acc, lut, w`` (where the loop around it leaves no register free, e.g. the
   token-blocked dataflows: every uop ``vpmaddwd acc, acc, .``, accumulator latency ``nL``):
-  ``vpmaddwd X, L0, w[0]`` (+ ``vpmaddwd X, X, w[j]`` per further 32- or
-  16-byte part of the weights, the memory parts as memory operands), ``vpmaddwd X, X, Lj`` until
+  ``vpmaddwd X, L0, w[0]`` (+ ``vpmaddwd X, X, w[j]`` per further register-sized
+  part of the weights, the memory parts as memory operands), ``vpmaddwd X, X, Lj`` until
   ``n - 2`` uops, then ``vpmaddwd acc, acc, X`` and ``vpmaddwd acc, acc, L_last``: ``n`` uops,
   the accumulator chain ``acc -> acc`` is ``2L`` (model: ``L + n - 1``, equal for ``n = 4``,
   ``L = 3``: Zen 3/4), the LUT/weight -> acc path ``nL`` (model ``L + n - 1``: off the
@@ -45,30 +53,48 @@ import iced_x86
 
 from tsar.isa import codec, syntax
 from tsar.isa.assembler import Program, assemble, strip_comment
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
-from tsar.isa.instructions import Kind, by_mnemonic
+from tsar.isa.config import TsarConfig
+from tsar.isa.instructions import MEMORY_SIZE_NAMES, Kind, by_mnemonic
 from tsar.isa.operands import Memory, Register
 from tsar.sim.errors import SimulationError
 from tsar.sim.native_engine.machine import NativeMachine
 from tsar.sim.uarch.tsar_ops import issue_cycles
+from tsar.sim.vector_spill import HOST_AVX512
 
 PROXY_UOP = "vpmaddwd"
 _LABEL_RE = re.compile(r"^\s*((?:[A-Za-z_.$][\w.$@?]*\s*:(?!:)\s*)*)(.*)$")
 _VREG_RE = re.compile(r"\b[xyz]mm(\d+)\b", re.IGNORECASE)
-_BROADCAST = {1: ("vpbroadcastb", "byte"), 2: ("vpbroadcastw", "word"), 4: ("vpbroadcastd", "dword"),
-              8: ("vpbroadcastq", "qword"), 16: ("vbroadcasti128", "xmmword")}
-_PTR = {16: "xmmword", 32: "ymmword"}
+_BROADCAST = {1: "vpbroadcastb", 2: "vpbroadcastw", 4: "vpbroadcastd", 8: "vpbroadcastq"}
+_WIDE_BROADCAST = {("ymm", 16): "vbroadcasti128", ("zmm", 16): "vbroadcasti32x4",
+                   ("zmm", 32): "vbroadcasti64x4"}
+_MOVE = {"xmm": "vmovdqu", "ymm": "vmovdqu", "zmm": "vmovdqu64"}
+_C = iced_x86.Code
+_EVEX = {
+    "vpmaddwd": _C.EVEX_VPMADDWD_ZMM_K1Z_ZMM_ZMMM512,
+    "vpbroadcastb": _C.EVEX_VPBROADCASTB_ZMM_K1Z_XMMM8,
+    "vpbroadcastw": _C.EVEX_VPBROADCASTW_ZMM_K1Z_XMMM16,
+    "vpbroadcastd": _C.EVEX_VPBROADCASTD_ZMM_K1Z_XMMM32,
+    "vpbroadcastq": _C.EVEX_VPBROADCASTQ_ZMM_K1Z_XMMM64,
+    "vbroadcasti32x4": _C.EVEX_VBROADCASTI32X4_ZMM_K1Z_M128,
+    "vbroadcasti64x4": _C.EVEX_VBROADCASTI64X4_ZMM_K1Z_M256,
+    "vmovdqu64": _C.EVEX_VMOVDQU64_ZMM_K1Z_ZMMM512,
+}
+"""iced-x86 forms of the zmm stand-ins (the assembler has no EVEX): one per mnemonic, its last
+operand a register or memory."""
+_RIP_TARGET = 1 << 20
+"""Placeholder target of a RIP-relative stand-in while encoding (its disp32 is then replaced)."""
 
 
 @dataclass(frozen=True)
 class ProxySequence:
-    """The AVX2 lines standing for one T-SAR instruction and what they amount to."""
+    """The lines standing for one T-SAR instruction and what they amount to."""
 
-    lines: tuple[str, ...]
+    lines: tuple[str, ...]  # Intel-syntax text, one instruction each
     uops: int            # vpmaddwd uops (the model's T-SAR uops)
     loads: int           # load uops (memory operand)
     extra_slots: int     # front-end slots beyond the model's (a separate broadcast load)
     acc_latency_uops: int  # vpmaddwd uops on the loop-carried chain (TGEMV acc; 0 for TLUT)
+    code: tuple[str, ...] = ()  # what the assembler takes: ``lines`` (VEX), or ``.byte`` lines (zmm)
 
 
 def _operands(body: str) -> tuple[str, list]:
@@ -83,38 +109,100 @@ def _config(mnemonic: str, register_class: str) -> tuple[TsarConfig, Kind]:
     raise SimulationError("argument", f"proxy: no {register_class} configuration of {mnemonic}")
 
 
-def _mem(m: Memory, offset: int, nbytes: int) -> str:
+_Source = int | tuple[Memory, int]
+"""A stand-in's operand: a vector register number, or (memory operand, bytes read)."""
+
+
+def _text(cls: str, operand: _Source) -> str:
+    if isinstance(operand, int):
+        return f"{cls}{operand}"
+    m, nbytes = operand
+    return f"{MEMORY_SIZE_NAMES[nbytes]} ptr {m.address_text()}"
+
+
+def _part(m: Memory, offset: int, nbytes: int) -> tuple[Memory, int]:
+    """Bytes ``[offset, offset + nbytes)`` of the memory operand ``m``."""
     if offset and m.symbol is not None:
         raise SimulationError("argument", "proxy: a multi-part weight operand cannot be RIP-relative "
                               f"to a label ({m.address_text()})")
-    return f"{_PTR[nbytes]} ptr {replace(m, disp=m.disp + offset).address_text()}"
+    return replace(m, disp=m.disp + offset), nbytes
 
 
-def proxy_sequence(mnemonic: str, operands: list, scratch: int | None) -> ProxySequence:
+def _evex_code(op: str, operands: tuple[_Source, ...]) -> tuple[str, ...]:
+    """A zmm stand-in as ``.byte`` lines (iced-x86); a RIP-relative displacement as ``.long``."""
+    r = iced_x86.Register
+    regs = [r.ZMM0 + o for o in operands if isinstance(o, int)]
+    mem = next((o for o in operands if not isinstance(o, int)), None)
+    create = iced_x86.Instruction
+    if mem is None:
+        ins = create.create_reg_reg_reg(_EVEX[op], *regs)
+    else:
+        m = mem[0]
+        if m.rip_relative:
+            address = iced_x86.MemoryOperand(r.RIP, displ=_RIP_TARGET, displ_size=8)
+        else:
+            base, index = (getattr(r, name.upper()) if name else r.NONE for name in (m.base, m.index))
+            address = iced_x86.MemoryOperand(base, index, m.scale, m.disp, 1 if m.disp else 0)
+        ins = create.create_reg_reg_mem(_EVEX[op], *regs, address) if len(regs) == 2 else \
+            create.create_reg_mem(_EVEX[op], *regs, address)
+    encoder = iced_x86.Encoder(64)
+    encoder.encode(ins, 0)
+    data = encoder.take_buffer()
+    if mem is None or not mem[0].rip_relative:
+        return (".byte " + ", ".join(f"{b:#04x}" for b in data),)
+    m = mem[0]  # disp32 is the last field (no immediate): relative to the stand-in's end
+    disp = f"{m.disp:#x}" if m.disp >= 0 else f"-{-m.disp:#x}"
+    rel = f"{m.symbol} + {disp} - . - 0x4" if m.symbol is not None else disp
+    return (".byte " + ", ".join(f"{b:#04x}" for b in data[:-4]), f".long {rel}")
+
+
+def _emit(cls: str, op: str, *operands: _Source) -> tuple[str, tuple[str, ...]]:
+    """One stand-in: its text, and the lines the assembler takes (the text, or EVEX bytes)."""
+    text = f"{op} " + ", ".join(_text(cls, o) for o in operands)
+    return text, ((text,) if cls != "zmm" else _evex_code(op, operands))
+
+
+def _load_op(cls: str, nbytes: int, register_bytes: int) -> str | None:
+    """The load of exactly ``nbytes`` into one ``cls`` register (a broadcast or a move), or None."""
+    if nbytes == register_bytes:
+        return _MOVE[cls]
+    return _BROADCAST.get(nbytes) or _WIDE_BROADCAST.get((cls, nbytes))
+
+
+def proxy_sequence(mnemonic: str, operands: list, scratch: int | None,
+                   avx512: bool = HOST_AVX512) -> ProxySequence:
     """The proxy of one T-SAR instruction (``operands`` as parsed from its source); ``scratch``
-    None (no free register): TGEMV's uops all chain through the accumulator (latency ``nL``)."""
+    None (no free register): TGEMV's uops all chain through the accumulator (latency ``nL``).
+    ``avx512``: whether the zmm stand-ins may be used (the host's AVX-512 F/BW, by default); a
+    512-bit configuration without them is a SimulationError."""
     dst = operands[0]
     assert isinstance(dst, Register)
     cls = dst.cls
-    width = {"xmm": 16, "ymm": 32}[cls]
     cfg, kind = _config(mnemonic, cls)
-    r = lambda n: f"{cls}{n}"  # noqa: E731
+    if cfg.encoding == "evex" and not avx512:
+        raise SimulationError("ud", f"proxy: {mnemonic} {cls} ({cfg.name}) stands in as AVX-512 "
+                              "zmm uops, and this host lacks AVX-512 F/BW")
+    width = cfg.register_bytes
     src = operands[-1]
+    out: list[tuple[str, tuple[str, ...]]] = []
     if kind is Kind.TLUT:
         n = issue_cycles(cfg, "tlut")
         group = [dst.num + i for i in range(cfg.group_regs)]
-        lines, extra, loads = [], 0, 0
+        extra, loads = 0, 0
         if isinstance(src, Memory):
-            op, ptr = _BROADCAST[cfg.k]
-            if cls == "xmm" and cfg.k == 16:
-                op = "vmovdqu"
-            lines.append(f"{op} {r(group[0])}, {ptr} ptr {src.address_text()}")
+            op = _load_op(cls, cfg.k, width)
+            if op is None:
+                raise SimulationError("argument", f"proxy: {mnemonic}: no single {cls} load reads "
+                                      f"exactly its {cfg.k} activation bytes")
+            out.append(_emit(cls, op, group[0], (src, cfg.k)))
             extra, loads, s = 1, 1, group[0]
         else:
             s = src.num
-        order = [g for g in group if g != s] + [g for g in group if g == s]
-        lines += [f"{PROXY_UOP} {r(g)}, {r(s)}, {r(s)}" for g in order[:n]]
-        return ProxySequence(tuple(lines), n, loads, extra, 0)
+        last = [s] if s in group else []  # read by every uop: written last
+        cycle = [g for g in group if g != s] or last
+        targets = [cycle[i % len(cycle)] for i in range(max(n - len(last), 0))] + last
+        out += [_emit(cls, PROXY_UOP, g, s, s) for g in targets[:n]]
+        return _sequence(out, n, loads, extra, 0)
     n = issue_cycles(cfg, "tgemv")
     lut = operands[1]
     parts = max(1, cfg.weight_bytes // width)
@@ -122,33 +210,38 @@ def proxy_sequence(mnemonic: str, operands: list, scratch: int | None) -> ProxyS
         raise SimulationError("argument", f"proxy: {mnemonic} has {n} uops, too few for {parts} "
                               "weight parts plus the accumulator chain")
     if isinstance(src, Memory):
-        w = [_mem(src, j * width, width) for j in range(parts)]
+        w: list[_Source] = [_part(src, j * width, width) for j in range(parts)]
         loads = parts
     else:
-        w = [r(src.num + j) for j in range(parts)]
+        w = [src.num + j for j in range(parts)]
         loads = 0
     luts = [lut.num + i for i in range(cfg.group_regs)]
+    a = dst.num
     if scratch is None:
-        a = r(dst.num)
-        lines = [f"{PROXY_UOP} {a}, {a}, {w[j]}" for j in range(parts)]
-        lines += [f"{PROXY_UOP} {a}, {a}, {r(luts[j % len(luts)])}" for j in range(n - parts)]
-        return ProxySequence(tuple(lines), n, loads, 0, n)
-    x = r(scratch)
-    lines = [f"{PROXY_UOP} {x}, {r(luts[0])}, {w[0]}"]
-    lines += [f"{PROXY_UOP} {x}, {x}, {w[j]}" for j in range(1, parts)]
+        out = [_emit(cls, PROXY_UOP, a, a, w[j]) for j in range(parts)]
+        out += [_emit(cls, PROXY_UOP, a, a, luts[j % len(luts)]) for j in range(n - parts)]
+        return _sequence(out, n, loads, 0, n)
+    x = scratch
+    out = [_emit(cls, PROXY_UOP, x, luts[0], w[0])]
+    out += [_emit(cls, PROXY_UOP, x, x, w[j]) for j in range(1, parts)]
     nxt = 1
-    while len(lines) < n - 2:
-        lines.append(f"{PROXY_UOP} {x}, {x}, {r(luts[nxt % len(luts)])}")
+    while len(out) < n - 2:
+        out.append(_emit(cls, PROXY_UOP, x, x, luts[nxt % len(luts)]))
         nxt += 1
-    lines += [f"{PROXY_UOP} {r(dst.num)}, {r(dst.num)}, {x}",
-              f"{PROXY_UOP} {r(dst.num)}, {r(dst.num)}, {r(luts[-1])}"]
-    return ProxySequence(tuple(lines), n, loads, 0, 2)
+    out += [_emit(cls, PROXY_UOP, a, a, x), _emit(cls, PROXY_UOP, a, a, luts[-1])]
+    return _sequence(out, n, loads, 0, 2)
+
+
+def _sequence(out: list[tuple[str, tuple[str, ...]]], uops: int, loads: int, extra: int,
+              chain: int) -> ProxySequence:
+    return ProxySequence(tuple(t for t, _ in out), uops, loads, extra, chain,
+                         tuple(line for _, code in out for line in code))
 
 
 def _byte_registers(operands: str) -> set[int]:
-    """Vector registers (numbers below 16: the ones a proxy may pick) that the instructions
-    encoded by a ``.byte`` line use, explicitly or not (EVEX code, which the assembler only takes
-    as bytes); none when the bytes are not whole valid instructions (data)."""
+    """Vector registers (numbers: xmm3 = ymm3 = zmm3) that the instructions encoded by a ``.byte``
+    line use, explicitly or not (EVEX code, which the assembler only takes as bytes); none when the
+    bytes are not whole valid instructions (data)."""
     try:
         data = bytes(int(v, 0) & 0xFF for v in operands.split(","))
     except ValueError:
@@ -161,7 +254,7 @@ def _byte_registers(operands: str) -> set[int]:
         for u in info.info(ins).used_registers():
             if iced_x86.RegisterExt.is_vector_register(u.register):
                 used.add(iced_x86.RegisterExt.number(u.register))
-    return {r for r in used if r < VECTOR_REGISTERS}
+    return used
 
 
 def _vector_registers(body: str) -> set[int]:
@@ -175,7 +268,7 @@ def _vector_registers(body: str) -> set[int]:
         inst = codec.make(word, *ops)
         used: set[int] = set()
         for spec, op in zip(inst.spec.operands, inst.operands, strict=True):
-            if isinstance(op, Register) and op.cls in ("xmm", "ymm"):
+            if isinstance(op, Register) and op.cls != "gpr":
                 used.update(op.num + i for i in range(spec.regs))
         return used
     return {int(m) for m in _VREG_RE.findall(body)}
@@ -197,14 +290,16 @@ def _enclosing_loop(words: list[str], targets: list[str], labels: list[list[str]
     return best
 
 
-def proxy_source(source: str) -> str:
-    """``source`` with every T-SAR line replaced by its proxy (labels kept on the first line).
+def proxy_source(source: str, avx512: bool = HOST_AVX512) -> str:
+    """``source`` with every T-SAR line replaced by its proxy (labels kept on the first line; a zmm
+    stand-in's ``.byte`` lines follow a comment with its text). ``avx512`` as in
+    :func:`proxy_sequence`.
 
     The TGEMV proxy's scratch register is one that the innermost loop around the instruction
-    never names (else one the whole program never names): values are meaningless anyway, and a
-    register named nowhere in the loop cannot add a dependency to it. Instructions given as
-    ``.byte`` lines (AVX-512 code) name the registers they use, when each line holds whole
-    instructions."""
+    never names (else one the whole program never names), among the registers the configuration's
+    encoding addresses (zmm0..31 for EVEX): values are meaningless anyway, and a register named
+    nowhere in the loop cannot add a dependency to it. Instructions given as ``.byte`` lines
+    (AVX-512 code) name the registers they use, when each line holds whole instructions."""
     lines = source.splitlines()
     matches = [_LABEL_RE.match(strip_comment(line)) for line in lines]
     bodies = [m.group(2).strip() if m else "" for m in matches]
@@ -221,11 +316,17 @@ def proxy_source(source: str) -> str:
             continue
         loop = _enclosing_loop(words, targets, labels, i)
         used = set().union(*(regs[j] for j in loop)) if loop else everywhere
-        free = [v for v in range(VECTOR_REGISTERS - 1, -1, -1) if v not in used]
         _, ops = _operands(body)
-        seq = proxy_sequence(word, ops, free[0] if free else None)
-        out.append(f"{matches[i].group(1)}{seq.lines[0]}    ; proxy of: {body}")
-        out += [f"    {text}" for text in seq.lines[1:]]
+        count = _config(word, ops[0].cls)[0].addressable_registers if ops and \
+            isinstance(ops[0], Register) else 0
+        free = [v for v in range(count - 1, -1, -1) if v not in used]
+        seq = proxy_sequence(word, ops, free[0] if free else None, avx512)
+        if seq.code == seq.lines:
+            out.append(f"{matches[i].group(1)}{seq.lines[0]}    ; proxy of: {body}")
+            out += [f"    {text}" for text in seq.lines[1:]]
+            continue
+        out.append(f"{matches[i].group(1)}    ; proxy of: {body}: {'; '.join(seq.lines)}")
+        out += [f"    {text}" for text in seq.code]
     return "\n".join(out) + "\n"
 
 
@@ -269,15 +370,15 @@ def proxy_report(uarch_name: str) -> list[dict]:
     from tsar.sim.uarch import load, tsar_timing
 
     u = load(uarch_name)
-    lat = u.lookup(PROXY_UOP, ("ymm", "ymm", "ymm")).latency or 0.0
     rows = []
     for cfg in configs():
         vec = cfg.register_class
+        lat = u.lookup(PROXY_UOP, (vec, vec, vec)).latency or 0.0
         for kind, mnem in ((Kind.TLUT, cfg.tlut_mnemonic), (Kind.TGEMV, cfg.tgemv_mnemonic)):
             nbytes = cfg.k if kind is Kind.TLUT else cfg.weight_bytes
             mem = Memory(base="rsi", size=nbytes)
             ops = [Register(vec, 0)] if kind is Kind.TLUT else [Register(vec, 0), Register(vec, 8)]
-            seq = proxy_sequence(mnem, [*ops, mem], scratch=15)
+            seq = proxy_sequence(mnem, [*ops, mem], scratch=15, avx512=True)  # a description
             t = tsar_timing(u, mnem, (vec, *(vec for _ in ops[1:]), f"m{8 * nbytes}"))
             rows.append({
                 "instruction": mnem, "config": cfg.name, "model_uops": t.uops, "proxy_uops": seq.uops,

@@ -3,7 +3,9 @@ golden semantics :func:`tsar.isa.semantics.tlut` / :func:`tsar.isa.semantics.tge
 
 Register groups map to consecutive rows of ``state.zmm``; a 128-bit configuration uses the xmm
 parts, a 256-bit one the ymm parts, and like every VEX write each zeroes the bits of the registers
-it writes above its width (up to bit 511; bits 511:256 only when :attr:`CpuState.wide`).
+it writes above its width (up to bit 511; bits 511:256 only when :attr:`CpuState.wide`). A
+512-bit (EVEX) configuration writes whole rows of zmm0..31, and compiling one widens the state
+(:meth:`CpuState.widen`), as any EVEX instruction does.
 
 Runs of T-SAR instructions inside a block can execute as one batch (:func:`batch_spans`,
 :func:`compile_batch`): all TLUTs in one :func:`tlut` call, all TGEMVs in one :func:`tgemv` call
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tsar.isa import codec
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.isa.instructions import Field, Kind
 from tsar.isa.operands import GPR_NUMBER, Memory, Register
 from tsar.isa.semantics import tgemv, tlut
@@ -105,6 +107,8 @@ def compile_tsar(inst: codec.TsarInstruction, next_ip: int, st: CpuState) -> Com
     """Closure executing a decoded T-SAR instruction; memory traffic in bytes is static."""
     cfg = inst.spec.config
     width = cfg.register_bytes
+    if width > YMM_BYTES:
+        st.widen()  # from now on bits 511:256 may be live: VEX writes must zero them
     y = st.zmm
     op = tsar_op(inst)
     mem_bytes = op.nbytes if isinstance(op.src, Memory) else 0
@@ -242,6 +246,8 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
     flat = y.reshape(-1).view(cfg.lut_dtype)
     acc_flat = y.reshape(-1).view(cfg.acc_dtype)
     width = cfg.register_bytes
+    if width > YMM_BYTES:
+        st.widen()
     viewed = width >= YMM_BYTES  # register views instead of index arrays (the rows are strided)
     zero_upper = zeroes_upper(width, st)  # the VEX rule
     tl = [(op, ip) for op, ip in zip(ops, next_ips, strict=True) if op.kind is Kind.TLUT]
@@ -252,7 +258,8 @@ def compile_batch(ops: list[TsarOp], next_ips: list[int], st: CpuState,
         read_act = _gather([op for op, _ in tl], [ip for _, ip in tl], st)
         out_index = _word_index(cfg, [op.dst for op, _ in tl], cfg.group_regs)
         words = _row_words(cfg)
-        zero_index = np.setdiff1d(np.arange(VECTOR_REGISTERS * words).reshape(VECTOR_REGISTERS, words)[sorted(
+        nregs = y.shape[0]
+        zero_index = np.setdiff1d(np.arange(nregs * words).reshape(nregs, words)[sorted(
             {r for op, _ in tl for r in op.writes})].reshape(-1), out_index.reshape(-1))
         single = len(tl) == 1 and viewed
         if single:

@@ -3,20 +3,22 @@
 import numpy as np
 import pytest
 
-from tsar.isa import C2S4, C4S4, pack_tile
+from tsar.isa import pack_tile
 from tsar.isa.assembler import assemble
-from tsar.isa.config import TsarConfig
+from tsar.isa.config import PAPER_CONFIGS, WIDE_CONFIGS, TsarConfig, get_config
 from tsar.kernels.formats.tsar import pack_weights, unpack_weights
 from tsar.kernels.tsar_codegen import function_name, generate
 from tsar.kernels.tsar_plan import FLOWS, PARTIAL_SUM_BYTES, make_plan
 
-PLANS = [(cfg, flow) for cfg in ("c2s4", "c4s4") for flow in FLOWS]
-SHAPES = [(16, 16), (48, 96), (160, 512), (2560, 2560)]
+PLANS = [(cfg.name, flow) for cfg in (*PAPER_CONFIGS, *WIDE_CONFIGS) for flow in FLOWS]
+SHAPES = [(1, 16), (3, 96), (10, 512), (160, 2560)]
+"""(tiles, K): M = tiles * m of the configuration."""
 
 
 @pytest.mark.parametrize("cfg, flow", PLANS)
-@pytest.mark.parametrize("M, K", SHAPES)
-def test_stream_roundtrip_and_coverage(cfg: str, flow: str, M: int, K: int) -> None:
+@pytest.mark.parametrize("tiles, K", SHAPES)
+def test_stream_roundtrip_and_coverage(cfg: str, flow: str, tiles: int, K: int) -> None:
+    M = tiles * get_config(cfg).m
     plan = make_plan(cfg, flow, M, K)
     w = np.random.default_rng(M + K).integers(-1, 2, (M, K)).astype(np.int8)
     stream = pack_weights(plan, w)
@@ -27,22 +29,26 @@ def test_stream_roundtrip_and_coverage(cfg: str, flow: str, M: int, K: int) -> N
     assert np.array_equal(np.sort(pairs), np.arange(plan.tiles * plan.chunks))  # each operand once
 
 
-def test_stream_operand_is_the_isa_tile() -> None:
-    plan = make_plan("c2s4", "op", 32, 16)
-    w = np.random.default_rng(3).integers(-1, 2, (32, 16)).astype(np.int8)
-    stream = pack_weights(plan, w).reshape(-1, C2S4.weight_bytes)
+@pytest.mark.parametrize("config", ["c2s4", "c2s4-512", "c4s4-512"])
+def test_stream_operand_is_the_isa_tile(config: str) -> None:
+    """Operand n of the stream is the ISA's tile of rows ``[m*t, m*t + m)`` and inputs
+    ``[k*c, k*c + k)`` (m = 32 rows at 512 bits)."""
+    cfg = get_config(config)
+    M, K = 2 * cfg.m, 2 * cfg.k
+    plan = make_plan(cfg, "op", M, K)
+    w = np.random.default_rng(3).integers(-1, 2, (M, K)).astype(np.int8)
+    stream = pack_weights(plan, w).reshape(-1, cfg.weight_bytes)
     tiles, chunks = plan.stream_order
     for n, (t, c) in enumerate(zip(tiles, chunks, strict=True)):
-        block = w[16 * t:16 * t + 16, 8 * c:8 * c + 8]
-        assert np.array_equal(stream[n], pack_tile(C2S4, block))
+        block = w[cfg.m * t:cfg.m * (t + 1), cfg.k * c:cfg.k * (c + 1)]
+        assert np.array_equal(stream[n], pack_tile(cfg, block))
 
 
 @pytest.mark.parametrize("cfg, flow", PLANS)
 @pytest.mark.parametrize("K", [8 * 16, 1032, 2560, 6912])
 def test_every_lane_widens_within_the_overflow_bound(cfg: str, flow: str, K: int) -> None:
-    config = C2S4 if cfg == "c2s4" else C4S4
     plan = make_plan(cfg, flow, 2560, K)
-    assert all(w.chunks <= config.max_tgemv_per_widen() for w in plan.windows)
+    assert all(w.chunks <= plan.cfg.max_tgemv_per_widen() for w in plan.windows)
     assert sum(w.chunks for w in plan.windows) == plan.chunks
     assert all(len(w.batches) and max(w.batches) <= plan.groups for w in plan.windows)
 
@@ -56,32 +62,38 @@ def test_register_allocation_fits_and_aligns(cfg: str, flow: str) -> None:
     if plan.weights_in_register:
         weights = set(range(plan.weight_register, plan.weight_register + plan.cfg.weight_regs))
         assert plan.weight_register % plan.cfg.weight_regs == 0
-    assert not groups & accs and not weights & (groups | accs) and max(groups | accs | weights) < 16
+    assert not groups & accs and not weights & (groups | accs)
+    assert max(groups | accs | weights) < plan.cfg.addressable_registers
     assert all(plan.group_register(g) % plan.cfg.group_regs == 0 for g in range(plan.groups))
 
 
-@pytest.mark.parametrize("cfg, groups, in_register", [("c2s4", 7, True), ("c4s4", 1, False)])
-def test_ap_tokens_plan_derives_from_the_register_file(cfg: str, groups: int, in_register: bool) -> None:
+@pytest.mark.parametrize("cfg, groups, in_register, block", [
+    ("c2s4", 7, True, 32), ("c4s4", 1, False, 32), ("c2s4-512", 16, True, 16), ("c4s4-512", 7, True, 16)])
+def test_ap_tokens_plan_derives_from_the_register_file(cfg: str, groups: int, in_register: bool,
+                                                       block: int) -> None:
     """c2s4: 7 tokens' LUT groups beside the accumulator and a weight register; c4s4: two groups
-    would fill all 16 registers, so one token at a time with memory weight operands. The block's
-    partial-sum rows fit the L1 budget; the stream is tile block by tile block, chunk-major."""
-    plan = make_plan(cfg, "ap-tokens", 16 * 70, 512)
+    would fill all 16 registers, so one token at a time with memory weight operands. At 512 bits
+    (32 registers): c2s4 30 groups would fit, capped at the 16 tokens of a block; c4s4 7 groups of
+    4 beside the accumulator and the weight pair. The block's partial-sum rows fit the L1 budget
+    (tile blocks of 32 tiles at m = 16, 16 at m = 32); the stream is tile block by tile block,
+    chunk-major."""
+    plan = make_plan(cfg, "ap-tokens", get_config(cfg).m * 70, 512)
     assert (plan.token_groups, plan.chunk_groups, plan.groups) == (groups, 1, groups)
     assert plan.weights_in_register == in_register and plan.accumulators == 1
     assert plan.token_block * plan.partial_row_bytes <= PARTIAL_SUM_BYTES
-    assert [tb for _, tb in plan.passes] == [32, 32, 6]
+    assert [tb for _, tb in plan.passes] == [block] * (70 // block) + [70 % block]
     assert all(w.batches == (1,) * w.chunks for w in plan.windows)
     tiles, chunks = plan.stream_order
-    first = slice(0, 32 * plan.chunks)
-    assert np.array_equal(chunks[first], np.repeat(np.arange(plan.chunks), 32))
-    assert np.array_equal(tiles[first], np.tile(np.arange(32), plan.chunks))
-    assert plan.reuse_bytes == 32 * plan.cfg.weight_bytes
+    first = slice(0, block * plan.chunks)
+    assert np.array_equal(chunks[first], np.repeat(np.arange(plan.chunks), block))
+    assert np.array_equal(tiles[first], np.tile(np.arange(block), plan.chunks))
+    assert plan.reuse_bytes == block * plan.cfg.weight_bytes
     assert plan.tokens_for_counts(128) == (16 if groups > 1 else 1) and plan.tokens_for_counts(3) <= 3
 
 
 @pytest.mark.parametrize("cfg, flow", PLANS)
 def test_generated_kernels_assemble(cfg: str, flow: str) -> None:
-    plan = make_plan(cfg, flow, 48, 96)
+    plan = make_plan(cfg, flow, 3 * get_config(cfg).m, 96)
     program = assemble(generate(plan), filename=plan.name)
     assert program.address_of(function_name(plan)) == 0
     assert sum(entry.tsar for entry in program.listing) >= 2
@@ -89,6 +101,7 @@ def test_generated_kernels_assemble(cfg: str, flow: str) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (("c2s4", "op", 40, 64), "multiple of 16"),
+    (("c2s4-512", "op", 48, 64), "M=48 must be a positive multiple of 32 for c2s4-512"),
     (("c2s4", "op", 32, 12), "multiple of 8"),
     (("c4s4", "op", 32, 20), r"K=20 must be a positive multiple of 8 for c4s4 \(the kernels quantize"),
     (("c4s4", "op", 0, 32), "M=0 must be a positive multiple of 16"),

@@ -1,5 +1,6 @@
 """Zero padding of K up to whole chunks (``KernelPlan.K_pad``): c3s2-trits (k = 6) at K = 1024 and
-2560, c4s4 (k = 16) at K = 1032; every dataflow, both engines, against the numpy reference.
+2560, c4s4 and c4s4-512 (k = 16) at K = 1032; every dataflow, both engines (the native one for
+512 bits where the host has AVX-512), against the numpy reference.
 
 The padded inputs are made inert twice, and each is checked on its own: the packer writes zero
 weights there (round trip; a stream with +1 padding weights is refused by the unpacker), and the
@@ -21,8 +22,9 @@ from tsar.kernels.formats.tsar import pack_weights, unpack_weights
 from tsar.kernels.tsar_plan import FLOWS, KernelPlan
 
 VARIANTS_TOML = Path(__file__).resolve().parents[2] / "docs" / "dse" / "variants.toml"
-CASES = [("c3s2-trits", 1024, 1026), ("c3s2-trits", 2560, 2562), ("c4s4", 1032, 1040)]
-M, N = 48, 3  # 3 tiles, 3 tokens
+CASES = [("c3s2-trits", 1024, 1026), ("c3s2-trits", 2560, 2562), ("c4s4", 1032, 1040),
+         ("c4s4-512", 1032, 1040)]
+TILES, N = 3, 3  # M = 3 tiles of the configuration's m, 3 tokens
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -36,9 +38,10 @@ def variants():
 
 
 def _plan(config: str, flow: str, K: int) -> KernelPlan:
+    from tsar.isa.config import get_config
     from tsar.simulate.tsar_kernel import plan_for
 
-    return plan_for(f"tsar-{config}-{flow}", M, K)
+    return plan_for(f"tsar-{config}-{flow}", TILES * get_config(config).m, K)
 
 
 def _stream_with_ones_in_padding(plan: KernelPlan, w: np.ndarray) -> np.ndarray:
@@ -50,7 +53,7 @@ def _stream_with_ones_in_padding(plan: KernelPlan, w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(pack_tile(cfg, blocks)[tiles, chunks]).reshape(-1)
 
 
-def _adversarial(K: int) -> tuple[np.ndarray, np.ndarray]:
+def _adversarial(M: int, K: int) -> tuple[np.ndarray, np.ndarray]:
     """Activations +-1 (quantized to +-127), weights all +1: output n is ``sum(signs of token n)``."""
     x = np.where(np.random.default_rng(K).random((N, K)) < 0.5, 1.0, -1.0).astype(np.float32)
     return x, np.ones((M, K), np.int8)
@@ -60,7 +63,7 @@ def _adversarial(K: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("flow", FLOWS)
 def test_plan_pads_k_and_counts_the_padded_bytes(config: str, K: int, K_pad: int, flow: str) -> None:
     plan = _plan(config, flow, K)
-    cfg = plan.cfg
+    cfg, M = plan.cfg, plan.M
     assert (plan.K_pad, plan.padding, plan.chunks) == (K_pad, K_pad - K, K_pad // cfg.k)
     assert plan.weight_bytes == M * K_pad * cfg.weight_bits // (cfg.m * cfg.k) // 8  # padding read too
     assert plan.workspace_layout["xq"][1] == K_pad
@@ -80,18 +83,21 @@ def test_plan_pads_k_and_counts_the_padded_bytes(config: str, K: int, K_pad: int
 def test_padded_layers_bit_exact_in_both_engines(config: str, K: int, K_pad: int, flow: str) -> None:
     from tsar.kernels import quant, reference
     from tsar.sim import create_machine
+    from tsar.sim.platforms.detect import cpu_flags
     from tsar.simulate.tsar_kernel import simulate
 
     plan = _plan(config, flow, K)
+    M = plan.M
     rng = np.random.default_rng(K + len(flow))
     w, w_scale = quant.ternarize(rng.standard_normal((M, K)).astype(np.float32))
     x = (rng.standard_normal((N, K)) * rng.uniform(0.1, 10, (N, 1))).astype(np.float32)
     garbage = rng.integers(0, 256, plan.workspace_bytes).astype(np.uint8)
     sevens = np.full(plan.workspace_bytes, 127, np.uint8)  # int8 127 wherever xq is not written
-    x_adv, w_adv = _adversarial(K)
+    x_adv, w_adv = _adversarial(M, K)
     expected = np.repeat(x_adv.sum(axis=1, keepdims=True), M, axis=1)  # acc = 127 * sum, / 127
     assert np.array_equal(reference.bitlinear(x_adv, w_adv, 1.0), expected)
-    for machine in (None, create_machine("native")):
+    natively = plan.cfg.runs_on(cpu_flags())  # the host executes the kernel's base ISA
+    for machine in (None, create_machine("native")) if natively else (None,):
         for xs, ws, scale, stream, workspace in [
                 (x, w, w_scale, None, garbage),
                 (x_adv, w_adv, 1.0, None, sevens),

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tsar.isa import configs
-from tsar.isa.config import TsarConfig
+from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
 from tsar.sim import SimulationError, compile_c, create_machine
 from tsar.sim.proxy_engine.machine import proxy_source
 from tsar.sim.vector_spill import HOST_AVX512, IMAGE_BYTES, K_OFFSET, byte_line, spill_lines
@@ -33,6 +33,8 @@ pytestmark = [pytest.mark.native,
 C, R = iced.Code, iced.Register
 ZMM_WRITTEN_BY_EVEX, K_WRITTEN = 17, 2
 SRC, ACC1, ACC2, WREG = 6, 12, 13, 10
+GROUP2_EVEX = 20
+"""Where the second TLUT writes in EVEX form (clear of zmm17); its SRC, ACC2 and WREG move up by 16."""
 
 
 def _evex_lines(group0: int) -> tuple[str, str]:
@@ -50,15 +52,17 @@ def _program(cfg: TsarConfig) -> tuple[str, set[int]]:
     reg = cfg.register_class
     store, load = spill_lines("rdi", avx512=True)
     add, kor = _evex_lines(0)
+    hi = cfg.addressable_registers - VECTOR_REGISTERS  # EVEX: operands in zmm16..31 too
+    acc2, group2 = ACC2 + hi, (GROUP2_EVEX // cfg.group_regs * cfg.group_regs) if hi else 0
     lines = [
         f"{cfg.tlut_mnemonic} {reg}0, [rsi]",
         add,
         f"{cfg.tgemv_mnemonic} {reg}{ACC1}, {reg}0, [rsi + 64]",
         kor,
-        f"{cfg.tlut_mnemonic} {reg}0, {reg}{SRC}",
-        f"{cfg.tgemv_mnemonic} {reg}{ACC2}, {reg}0, {reg}{WREG}",
+        f"{cfg.tlut_mnemonic} {reg}{group2}, {reg}{SRC + hi}",
+        f"{cfg.tgemv_mnemonic} {reg}{acc2}, {reg}{group2}, {reg}{WREG + hi}",
     ]
-    written = set(range(cfg.group_regs)) | {ACC1, ACC2}
+    written = set(range(cfg.group_regs)) | set(range(group2, group2 + cfg.group_regs)) | {ACC1, acc2}
     return "\n".join(["f:", *load, *lines, *store, "ret", ""]), written
 
 

@@ -5,6 +5,7 @@ strip, and generated BitLinear kernels; guest faults reported at the guest instr
 
 from __future__ import annotations
 
+import iced_x86 as iced
 import numpy as np
 import pytest
 
@@ -13,48 +14,49 @@ from tsar.isa.config import TsarConfig
 from tsar.kernels.tsar_plan import TOKEN_BLOCKED, kernel_names
 from tsar.paths import kernel_source
 from tsar.sim import SimulationError, create_machine
+from tsar.sim.vector_spill import HOST_AVX512, IMAGE_BYTES, byte_line, spill_lines
 
 pytestmark = pytest.mark.native
 
-LOAD = "\n".join(f"vmovdqu ymm{i}, ymmword ptr [rdi + {32 * i}]" for i in range(16))
-STORE = "\n".join(f"vmovdqu ymmword ptr [rdi + {32 * i}], ymm{i}" for i in range(16))
-
-
 def _forms(cfg: TsarConfig, rng: np.random.Generator) -> list[str]:
     """T-SAR instruction lines of ``cfg`` with register, base+disp, rsp (red zone) and RIP-relative
-    operands, aliasing included; memory operands read the buffer at rsi (or its copy)."""
-    reg = "ymm" if cfg.vector_bits == 256 else "xmm"
+    operands, aliasing included, over every register the encoding addresses (zmm0..31 in EVEX
+    form); memory operands read the buffer at rsi (or its copy)."""
+    reg, n = cfg.register_class, cfg.addressable_registers
     g, w = cfg.group_regs, cfg.weight_regs
-    groups = [b for b in range(0, 16, g) if b + g <= 16]
+    groups = [b for b in range(0, n, g) if b + g <= n]
+    red = max(96, cfg.weight_bytes)  # the operand inside the copied red zone
     lines = []
     for base in groups:
-        src = int(rng.integers(0, 16))
+        src = int(rng.integers(0, n))
         lines += [f"{cfg.tlut_mnemonic} {reg}{base}, {reg}{src}",
                   f"{cfg.tlut_mnemonic} {reg}{base}, [rsi + {int(rng.integers(0, 64))}]",
                   f"{cfg.tlut_mnemonic} {reg}{base}, [rsi + rcx*2 + 8]"]
-    for acc in range(16):
+    for acc in range(n):
         lut = int(rng.choice(groups))
-        wreg = int(rng.integers(0, 16 - w + 1)) // w * w
+        wreg = int(rng.integers(0, n - w + 1)) // w * w
         lines += [f"{cfg.tgemv_mnemonic} {reg}{acc}, {reg}{lut}, {reg}{wreg}",
                   f"{cfg.tgemv_mnemonic} {reg}{acc}, {reg}{lut}, [rsi + {int(rng.integers(0, 64))}]"]
-    lines += [f"{cfg.tlut_mnemonic} {reg}{groups[-1]}, [rsp - 96]",
-              f"{cfg.tgemv_mnemonic} {reg}0, {reg}{groups[-1]}, [rsp - 96]",
+    lines += [f"{cfg.tlut_mnemonic} {reg}{groups[-1]}, [rsp - {red}]",
+              f"{cfg.tgemv_mnemonic} {reg}0, {reg}{groups[-1]}, [rsp - {red}]",
               f"{cfg.tlut_mnemonic} {reg}{groups[0]}, [rip + data]",
               f"{cfg.tgemv_mnemonic} {reg}1, {reg}{groups[0]}, [rip + data]"]
     return lines
 
 
-def _program(lines: list[str]) -> str:
-    """f(image, buffer): registers from image, the red zone from buffer, the lines, registers
-    and RFLAGS / GPRs back to image (offsets 512: rflags, 520..: rax rbx rcx rdx rsi rdi r8..r11)."""
+def _program(lines: list[str], evex: bool) -> str:
+    """f(image, buffer): registers from image (:mod:`tsar.sim.vector_spill`'s layout: zmm0..31 and
+    k0..7 when ``evex``, else ymm0..15), the red zone from buffer, the lines, registers and RFLAGS /
+    GPRs back to image (offsets IMAGE_BYTES: rflags, IMAGE_BYTES + 8..: rax rbx rcx rdx r8..r11)."""
+    store, load = spill_lines("rdi", avx512=evex)
     copy = "\n".join(f"mov rax, qword ptr [rsi + {8 * i}]\nmov qword ptr [rsp - {128 - 8 * i}], rax"
                      for i in range(16))
-    save = "\n".join(f"mov qword ptr [rdi + {520 + 8 * i}], {r}" for i, r in
+    save = "\n".join(f"mov qword ptr [rdi + {IMAGE_BYTES + 8 + 8 * i}], {r}" for i, r in
                      enumerate(("rax", "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11")))
     return f"""
 f:
 {copy}
-{LOAD}
+{chr(10).join(load)}
 mov rax, 0x1111
 mov rbx, 0x2222
 mov rcx, 3
@@ -66,9 +68,9 @@ mov r11, 0xbbbb
 cmp rax, 0x1112
 {chr(10).join(lines)}
 pushfq
-pop qword ptr [rdi + 512]
+pop qword ptr [rdi + {IMAGE_BYTES}]
 {save}
-{STORE}
+{chr(10).join(store)}
 ret
 data:
 .byte {", ".join(str(i * 37 % 256) for i in range(128))}
@@ -83,19 +85,58 @@ def _run(engine: str, source: str, image: np.ndarray, buffer: np.ndarray, **opti
     return out
 
 
+def _needs_host(cfg: TsarConfig) -> None:
+    """Skip a 512-bit configuration on a host without AVX-512 (its zmm registers cannot live there)."""
+    if cfg.encoding == "evex" and not HOST_AVX512:
+        pytest.skip(f"{cfg.name} needs AVX-512 F/BW on the host (test_wide_configurations_are_"
+                    "refused_without_avx512 covers the refusal)")
+
+
 @pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.name)
 def test_every_form_matches_the_python_engine(cfg: TsarConfig):
-    rng = np.random.default_rng(hash(cfg.name) % 2**32)
-    source = _program(_forms(cfg, rng))
+    _needs_host(cfg)
+    rng = np.random.default_rng(sum(map(ord, cfg.name)))
+    source = _program(_forms(cfg, rng), cfg.encoding == "evex")
     for trial in range(4):
-        image = np.zeros(512 + 8 + 64, np.uint8)
-        image[:512] = rng.integers(0, 256, 512)
+        image = np.zeros(IMAGE_BYTES + 8 + 64, np.uint8)
+        image[:IMAGE_BYTES] = rng.integers(0, 256, IMAGE_BYTES)
         if trial == 1:  # int8 extremes and all-ones weight bytes: wrap-around paths
-            image[:512] = rng.choice(np.array([0x7F, 0x80, 0xFF, 0x01], np.uint8), 512)
+            image[:IMAGE_BYTES] = rng.choice(np.array([0x7F, 0x80, 0xFF, 0x01], np.uint8), IMAGE_BYTES)
         buffer = rng.integers(0, 256, 512).astype(np.uint8)
         want = _run("python", source, image, buffer)
         got = _run("native", source, image, buffer, in_process=True)
         assert np.array_equal(got, want), np.flatnonzero(got != want)[:16]
+
+
+@pytest.mark.parametrize("cfg", [c for c in configs() if c.encoding == "evex"], ids=lambda c: c.name)
+def test_wide_configurations_are_refused_without_avx512(cfg: TsarConfig, monkeypatch):
+    """A host without AVX-512 has no zmm registers for a 512-bit configuration: one-line refusal
+    when the code is loaded (the helpers themselves are AVX2: test_tsar_native runs them)."""
+    import tsar.sim.native_engine.machine as native
+
+    monkeypatch.setattr(native, "HOST_AVX512", False)
+    m = create_machine("native", in_process=True)
+    with pytest.raises(SimulationError, match=f"ud: {cfg.name} is a 512-bit .* lacks AVX-512 F/BW.*"
+                                              f"\\({cfg.tlut_mnemonic} zmm4"):
+        m.load_asm(f"f:\nnop\n{cfg.tlut_mnemonic} zmm4, [rdi]\nret\n")
+
+
+@pytest.mark.parametrize("cfg", configs(), ids=lambda c: c.name)
+def test_shortest_sites_hold_the_jump(cfg: TsarConfig):
+    """The shortest form of each instruction (register operands: prefix, opcode, ModRM; 5 bytes in
+    VEX form, 6 in EVEX) takes the ``jmp rel32`` and int3 padding in exactly its bytes."""
+    from tsar.isa import codec
+    from tsar.isa.operands import Register
+    from tsar.sim.native_engine.rewrite import JMP_REL32, MIN_SITE, Site, patch
+
+    assert MIN_SITE >= JMP_REL32
+    reg = cfg.register_class
+    inst = codec.make(cfg.tlut_mnemonic, Register(reg, 0), Register(reg, 1))
+    data = codec.encode(inst)
+    assert len(data) == codec.PREFIX_BYTES[cfg.encoding] + 2 >= MIN_SITE
+    site = Site(0x1000, len(data), inst, str(inst))
+    assert patch(site, 0x2000) == b"\xe9" + (0x2000 - 0x1005).to_bytes(4, "little") + \
+        b"\xcc" * (len(data) - JMP_REL32)
 
 
 def test_worker_and_in_process_agree_with_numpy_on_the_gemv_strip():
@@ -166,14 +207,23 @@ def test_tlut_tgemv_equal_the_ternary_product_natively(cfg: TsarConfig):
     """The ISA property (TGEMV over TLUT's group == W @ a) through the rewritten stubs."""
     from tsar.isa.semantics import pack_tile, tile_matvec
 
-    reg = "ymm" if cfg.vector_bits == 256 else "xmm"
+    _needs_host(cfg)
+    reg, top = cfg.register_class, cfg.addressable_registers - 1
     g = cfg.group_regs
+    acc = top if top >= 2 * g else 0  # the highest register (zmm31 in EVEX form) when it is free
+    clear, store = f"vpxor {reg}{acc}, {reg}{acc}, {reg}{acc}", f"vmovdqu [rdx], {reg}{acc}"
+    if cfg.encoding == "evex":  # the assembler has no EVEX: iced-x86 bytes
+        z = iced.Register.ZMM0 + acc
+        clear = byte_line(iced.Instruction.create_reg_reg_reg(iced.Code.EVEX_VPXORD_ZMM_K1Z_ZMM_ZMMM512B32,
+                                                              z, z, z))
+        store = byte_line(iced.Instruction.create_mem_reg(iced.Code.EVEX_VMOVDQU64_ZMMM512_K1Z_ZMM,
+                                                          iced.MemoryOperand(iced.Register.RDX), z))
     source = f"""
     f:                           ; f(act, weights, out): out = TGEMV(0, TLUT(act), weights)
-        vpxor {reg}0, {reg}0, {reg}0
+        {clear}
         {cfg.tlut_mnemonic} {reg}{g}, [rdi]
-        {cfg.tgemv_mnemonic} {reg}0, {reg}{g}, [rsi]
-        vmovdqu [rdx], {reg}0
+        {cfg.tgemv_mnemonic} {reg}{acc}, {reg}{g}, [rsi]
+        {store}
         vzeroupper
         ret
     """

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 from tsar.isa import C2S4, C2S4_128, C4S4, configs, pack_tile
-from tsar.isa.config import TsarConfig
-from tsar.isa.instructions import Kind
+from tsar.isa.config import MAX_VECTOR_BYTES, TsarConfig
+from tsar.isa.instructions import MEMORY_SIZE_NAMES, Kind
 from tsar.isa.operands import Memory, Register
 from tsar.paths import kernel_source
 from tsar.sim import Machine, SimulationError, Stats, create_machine
 from tsar.sim.python_engine.tsar_exec import TsarOp, batch_spans
+from tsar.sim.vector_spill import IMAGE_BYTES, spill_lines
 from tsar.simulate.tsar_kernel import KERNEL_NAMES, plan_for, simulate
 
 
@@ -69,43 +70,48 @@ def test_gemv16_asm_batched_equals_unbatched() -> None:
 
 
 def _random_program(cfg: TsarConfig, rng: np.random.Generator, n: int, memory: float = 0.8) -> str:
-    """``n`` random TLUT/TGEMV instructions of ``cfg`` (register hazards included), then ``ret``.
-    Activations come from ``[rsi + ...]`` or registers, weights from ``[rdx + ...]`` or registers."""
-    reg = cfg.register_class
+    """``n`` random TLUT/TGEMV instructions of ``cfg`` over every register its encoding addresses
+    (register hazards included), then ``ret``. Activations come from ``[rsi + ...]`` or registers,
+    weights from ``[rdx + ...]`` or registers."""
+    reg, regs = cfg.register_class, cfg.addressable_registers
     lines = []
+
+    def mem(nbytes: int, address: str) -> str:
+        size = MEMORY_SIZE_NAMES.get(nbytes)
+        return f"{size} ptr [{address}]" if size else f"[{address}]"
     for i in range(n):
         if rng.random() < 0.3:
-            group = int(rng.integers(0, 16 // cfg.group_regs)) * cfg.group_regs
+            group = int(rng.integers(0, regs // cfg.group_regs)) * cfg.group_regs
             if rng.random() < memory:
-                size = {8: "qword", 16: "xmmword"}[cfg.k]
-                src = f"{size} ptr [rsi + {cfg.k * int(rng.integers(0, 8))}]"
+                src = mem(cfg.k, f"rsi + {cfg.k * int(rng.integers(0, 8))}")
             else:
-                src = f"{reg}{int(rng.integers(0, 16))}"
+                src = f"{reg}{int(rng.integers(0, regs))}"
             lines.append(f"{cfg.tlut_mnemonic} {reg}{group}, {src}")
         else:
-            acc = int(rng.integers(0, 16))
-            group = int(rng.integers(0, 16 // cfg.group_regs)) * cfg.group_regs
+            acc = int(rng.integers(0, regs))
+            group = int(rng.integers(0, regs // cfg.group_regs)) * cfg.group_regs
             if rng.random() < memory:
-                size = {16: "xmmword", 32: "ymmword", 64: "zmmword"}[cfg.weight_bytes]
-                wsrc = f"{size} ptr [rdx + {cfg.weight_bytes * (i if rng.random() < 0.7 else 0)}]"
+                wsrc = mem(cfg.weight_bytes, f"rdx + {cfg.weight_bytes * (i if rng.random() < 0.7 else 0)}")
             else:
-                wsrc = f"{reg}{int(rng.integers(0, 16 // cfg.weight_regs)) * cfg.weight_regs}"
+                wsrc = f"{reg}{int(rng.integers(0, regs // cfg.weight_regs)) * cfg.weight_regs}"
             lines.append(f"{cfg.tgemv_mnemonic} {reg}{acc}, {reg}{group}, {wsrc}")
     return "\n".join(f"    {line}" for line in lines)
 
 
-def _run_registers(source: str, batch: bool, seed: int, trace: bool = False) -> tuple[np.ndarray, Machine]:
-    """Run ``source`` (straight-line code) between a load of all 16 ymm registers from ``[rdi]``
-    and a store of them to ``[rcx]``; returns the stored registers and the machine."""
+def _run_registers(source: str, batch: bool, seed: int, trace: bool = False,
+                   evex: bool = False) -> tuple[np.ndarray, Machine]:
+    """Run ``source`` (straight-line code of at most 24 T-SAR instructions) between a load of the
+    vector registers from the image at ``[rdi]`` (:mod:`tsar.sim.vector_spill`: zmm0..31 and k0..7
+    when ``evex``, else ymm0..15) and a store of them to ``[rcx]``; returns the stored image and
+    the machine."""
     rng = np.random.default_rng(seed)
     m = create_machine(data_size=1 << 20, batch_tsar=batch)
-    load = "\n".join(f"    vmovdqu ymm{i}, ymmword ptr [rdi + {32 * i}]" for i in range(16))
-    store = "\n".join(f"    vmovdqu ymmword ptr [rcx + {32 * i}], ymm{i}" for i in range(16))
-    m.load_asm(f"f:\n{load}\n{source}\n{store}\n    ret\n")
-    regs_in = rng.integers(0, 256, (16, 32)).astype(np.uint8)
+    load, store = spill_lines("rdi", avx512=evex)[1], spill_lines("rcx", avx512=evex)[0]
+    m.load_asm("f:\n" + "\n".join([*load, source, *store, "ret"]) + "\n")
+    regs_in = rng.integers(0, 256, IMAGE_BYTES).astype(np.uint8)
     acts = rng.integers(-128, 128, 128).astype(np.int8)  # [rsi + 8 k] for k up to 16
-    weights = rng.integers(0, 256, 64 * 32).astype(np.uint8)
-    regs_out = np.zeros((16, 32), np.uint8)
+    weights = rng.integers(0, 256, 24 * MAX_VECTOR_BYTES * 2).astype(np.uint8)  # 24 up to 128 bytes
+    regs_out = np.zeros(IMAGE_BYTES, np.uint8)
     m.call("f", regs_in, acts, weights, regs_out, trace=trace)
     return regs_out, m
 
@@ -115,12 +121,13 @@ def _run_registers(source: str, batch: bool, seed: int, trace: bool = False) -> 
 def test_random_tsar_runs_batched_equal_unbatched(cfg: TsarConfig, seed: int) -> None:
     """Random straight-line T-SAR code (hazards on groups, accumulators, register sources)."""
     source = _random_program(cfg, np.random.default_rng(seed), 24, memory=0.8 if seed % 2 else 0.4)
-    fast, m_fast = _run_registers(source, True, seed)
-    slow, m_slow = _run_registers(source, False, seed)
+    evex = cfg.encoding == "evex"
+    fast, m_fast = _run_registers(source, True, seed, evex=evex)
+    slow, m_slow = _run_registers(source, False, seed, evex=evex)
     np.testing.assert_array_equal(fast, slow)
     _same_stats(m_fast.stats, m_slow.stats)
-    traced, m_traced = _run_registers(source, True, seed, trace=True)
-    _, m_traced_slow = _run_registers(source, False, seed, trace=True)
+    traced, m_traced = _run_registers(source, True, seed, trace=True, evex=evex)
+    _, m_traced_slow = _run_registers(source, False, seed, trace=True, evex=evex)
     np.testing.assert_array_equal(traced, slow)
     t, u = m_traced.trace, m_traced_slow.trace
     assert np.array_equal(t.address, u.address) and np.array_equal(t.write, u.write)
@@ -192,3 +199,26 @@ def test_batch_spans_respect_dependences() -> None:
     # configurations do not mix; single instructions are not batches; None breaks a run
     assert batch_spans([op(C2S4, G, 0, 8), op(C2S4_128, G, 1, 8)]) == []
     assert batch_spans([op(C2S4, G, 0, 8), None, op(C2S4, G, 1, 8), op(C2S4, G, 2, 8)]) == [(2, 4)]
+
+
+@pytest.mark.parametrize("batch", [True, False])
+@pytest.mark.parametrize("cfg", [c for c in configs() if c.encoding == "evex"], ids=lambda c: c.name)
+def test_zmm_writes_widen_the_state(cfg: TsarConfig, batch: bool) -> None:
+    """A 512-bit T-SAR write makes bits 511:256 live: a later VEX write of the register (compiled
+    in the same block) zeroes them again, as silicon does."""
+    reg, g = cfg.register_class, cfg.group_regs
+    m = create_machine(data_size=1 << 20, batch_tsar=batch)
+    m.load_asm(f"""
+    f:
+        {cfg.tlut_mnemonic} {reg}0, [rdi]
+        {cfg.tlut_mnemonic} {reg}{g}, [rdi]
+        {cfg.tgemv_mnemonic} {reg}31, {reg}0, [rsi]
+        {cfg.tgemv_mnemonic} {reg}30, {reg}{g}, [rsi]
+        vpxor ymm0, ymm0, ymm0
+        ret
+    """)
+    m.call("f", np.full(cfg.k, 100, np.int8), np.full(cfg.weight_bytes, 0x55, np.uint8), returns="none")
+    assert m.st.wide
+    assert not m.st.zmm[0].any()  # the TLUT's bits 511:256 zeroed by the VEX write
+    assert m.st.zmm[g, cfg.register_bytes // 2:].any()  # the other group's are live
+    assert np.array_equal(m.st.zmm[30], m.st.zmm[31])

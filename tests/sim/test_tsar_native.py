@@ -1,8 +1,9 @@
 """The generated C helpers of :mod:`tsar.sim.native_engine.tsar_stubs` against the Python engine
-(:func:`tsar.sim.python_engine.tsar_exec.compile_tsar`): whole 512-byte register images after random TLUTs and
-TGEMVs of every registered configuration and of variants registered here (c = 1..4, 128 and 256
-bits, every weight-code layout, split and trit codes: vector and scalar TGEMV paths), register and
-memory operands, aliasing operands, int8 / int16 extremes; exact-size memory reads; symbol names."""
+(:func:`tsar.sim.python_engine.tsar_exec.compile_tsar`): whole register images (zmm0..31) after
+random TLUTs and TGEMVs of every registered configuration and of variants registered here (c =
+1..4, 128, 256 and 512 bits, every weight-code layout, split and trit codes: vector and scalar
+TGEMV paths), register and memory operands, aliasing operands, int8 / int16 extremes; exact-size
+memory reads; symbol names."""
 
 from __future__ import annotations
 
@@ -31,42 +32,56 @@ IMAGE = CpuState(GuestMemory(code_size=4096, data_size=4096, stack_size=4096)).z
 
 pytestmark = pytest.mark.native
 
-VARIANTS = [  # (name, c, s, vector_bits): every TGEMV layout and both widths; no two share a
-    # mnemonic at one width (register_config refuses that)
-    ("c3s2", 3, 2, 256),  # 6-bit codes straddling bytes: scalar TGEMV
-    ("c2s2_x", 2, 2, 256),  # 8 code bits per output
-    ("c1s2.128", 1, 2, 128),  # c = 1, a one-register group
-    ("c4s1-128", 4, 1, 128),  # 16-entry tables spanning two xmm registers
-    ("c4s4/128", 4, 4, 128),  # 32 code bits per output, two-register weights, 16-register group
-    ("c3s2-128", 3, 2, 128),  # scalar TGEMV on xmm
-    ("c4s8", 4, 8, 256),  # 64 code bits per output (scalar), 32 activations, 4-register weights
-    ("c2s4c", 2, 4, 256, {"lut_layout": "compact"}),  # S-only LUT: one register, D = 2S - S_all
-    ("c4s4c", 4, 4, 256, {"lut_layout": "compact"}),  # S-only 16-entry tables over two windows
-    ("c2s4c-128", 2, 4, 128, {"lut_layout": "compact"}),
-    ("c2s4d", 2, 4, 256, {"acc_bits": 32}),  # int32 accumulators (m = 8): scalar TGEMV
-    ("c4s4cd", 4, 4, 256, {"lut_layout": "compact", "acc_bits": 32}),
-    ("c2s4d-128", 2, 4, 128, {"acc_bits": 32}),
-]
 TRITS = {"weight_code": "trits"}
-CODE_VARIANTS = [  # trit codes (decoder tables in the scalar TGEMV), registered in a second round:
-    # the 16 encoding slots do not hold both lists
-    ("c3s2t", 3, 2, 256, TRITS),  # 5-bit codes straddling bytes, 20-byte weight operands
-    ("c3s2t-128", 3, 2, 128, TRITS),  # 10-byte operands on xmm
-    ("c2s4t", 2, 4, 256, TRITS),  # 4-bit codes, 16 bits per output (the split code's vector layout)
-    ("c4s1t", 4, 1, 256, TRITS),  # 7-bit codes, 81 of 128 values ternary
-    ("c1s16t", 1, 16, 256, TRITS),  # 2-bit codes, two-register weights
-    ("c3s2tc", 3, 2, 256, {**TRITS, "lut_layout": "compact"}),
-    ("c3s2td", 3, 2, 256, {**TRITS, "acc_bits": 32}),
-]
+ROUNDS = {  # (name, c, s, vector_bits[, axes]): every TGEMV layout and every width, registered a
+    # round at a time (the 16 encoding slots do not hold them all); no two share a mnemonic at one
+    # width (register_config refuses that)
+    "layouts": [
+        ("c3s2", 3, 2, 256),  # 6-bit codes straddling bytes: scalar TGEMV
+        ("c2s2_x", 2, 2, 256),  # 8 code bits per output
+        ("c1s2.128", 1, 2, 128),  # c = 1, a one-register group
+        ("c4s1-128", 4, 1, 128),  # 16-entry tables spanning two xmm registers
+        ("c4s4/128", 4, 4, 128),  # 32 code bits per output, two-register weights, 16-register group
+        ("c3s2-128", 3, 2, 128),  # scalar TGEMV on xmm
+        ("c4s8", 4, 8, 256),  # 64 code bits per output (scalar), 32 activations, 4-register weights
+    ],
+    "accumulators": [
+        ("c2s4c", 2, 4, 256, {"lut_layout": "compact"}),  # S-only LUT: one register, D = 2S - S_all
+        ("c4s4c", 4, 4, 256, {"lut_layout": "compact"}),  # S-only 16-entry tables over two windows
+        ("c2s4c-128", 2, 4, 128, {"lut_layout": "compact"}),
+        ("c2s4d", 2, 4, 256, {"acc_bits": 32}),  # int32 accumulators (m = 8): scalar TGEMV
+        ("c4s4cd", 4, 4, 256, {"lut_layout": "compact", "acc_bits": 32}),
+        ("c2s4d-128", 2, 4, 128, {"acc_bits": 32}),
+    ],
+    "wide": [  # 512 bits (EVEX, zmm0..31; c2s4-512 and c4s4-512, in the first round, have 16 and 32
+        # code bits per output): the helpers' two 256-bit slices per register
+        ("c4s1-512", 4, 1, 512),  # 8 code bits per output, 16-entry tables over two windows
+        ("c3s2-512", 3, 2, 512),  # 12-bit fields straddling bytes: scalar TGEMV
+        ("c4s8-512", 4, 8, 512),  # an 8-register group, 4-register weights (scalar)
+        ("c4s4c-512", 4, 4, 512, {"lut_layout": "compact"}),
+        ("c2s4d-512", 2, 4, 512, {"acc_bits": 32}),  # int32 lanes (m = 16): scalar
+    ],
+    "codes": [  # trit codes (decoder tables in the scalar TGEMV)
+        ("c3s2t", 3, 2, 256, TRITS),  # 5-bit codes straddling bytes, 20-byte weight operands
+        ("c3s2t-128", 3, 2, 128, TRITS),  # 10-byte operands on xmm
+        ("c2s4t", 2, 4, 256, TRITS),  # 4-bit codes, 16 bits per output (the split code's layout)
+        ("c4s1t", 4, 1, 256, TRITS),  # 7-bit codes, 81 of 128 values ternary
+        ("c1s16t", 1, 16, 256, TRITS),  # 2-bit codes, two-register weights
+        ("c3s2tc", 3, 2, 256, {**TRITS, "lut_layout": "compact"}),
+        ("c3s2td", 3, 2, 256, {**TRITS, "acc_bits": 32}),
+        ("c3s2t-512", 3, 2, 512, TRITS),  # 40-byte operands on zmm
+    ],
+}
+FIRST = next(iter(ROUNDS))
 CASES = 600  # per configuration and instruction kind
 
 
-@pytest.fixture(scope="module", params=["layouts", "codes"])
+@pytest.fixture(scope="module", params=list(ROUNDS))
 def variants(request: pytest.FixtureRequest) -> Iterator[list[TsarConfig]]:
     free = iter(free_slots())
     added: list[TsarConfig] = []
     try:
-        for name, c, s, v, *axes in (VARIANTS if request.param == "layouts" else CODE_VARIANTS):
+        for name, c, s, v, *axes in ROUNDS[request.param]:
             added.append(register_config(TsarConfig(name, c=c, s=s, vector_bits=v, slot=next(free),
                                                     **(axes[0] if axes else {}))))
         yield added
@@ -77,8 +92,8 @@ def variants(request: pytest.FixtureRequest) -> Iterator[list[TsarConfig]]:
 
 @pytest.fixture(scope="module")
 def all_configs(variants: list[TsarConfig]) -> list[TsarConfig]:
-    """The first round: every registered configuration; the second: the trit-code variants."""
-    return list(configs()) if variants[0].name == VARIANTS[0][0] else variants
+    """The first round: every registered configuration; the others: their variants."""
+    return list(configs()) if variants[0].name == ROUNDS[FIRST][0][0] else variants
 
 
 @pytest.fixture(scope="module")
@@ -141,21 +156,21 @@ class _Python:
 
 def _cases(cfg: TsarConfig, rng: np.random.Generator):
     """(kind, dst, lut, src register or -1) for CASES random forms of each kind, the highest valid
-    register numbers and aliasing forms included."""
-    g, w = cfg.group_regs, cfg.weight_regs
-    top_group, top_weights = 16 - g, 16 - w
-    fixed = [("tlut", top_group, -1, 15), ("tlut", top_group, -1, -1), ("tlut", 0, -1, g - 1),
-             ("tgemv", 15, top_group, top_weights), ("tgemv", top_group, top_group, -1),
+    register numbers (15, or 31 in EVEX form) and aliasing forms included."""
+    g, w, n = cfg.group_regs, cfg.weight_regs, cfg.addressable_registers
+    top_group, top_weights = n - g, n - w
+    fixed = [("tlut", top_group, -1, n - 1), ("tlut", top_group, -1, -1), ("tlut", 0, -1, g - 1),
+             ("tgemv", n - 1, top_group, top_weights), ("tgemv", top_group, top_group, -1),
              ("tgemv", top_weights, 0, top_weights), ("tgemv", 0, 0, 0)]
     yield from fixed
     for i in range(2 * CASES):
         src = -1 if rng.random() < 0.5 else None
         if i % 2 == 0:
-            yield ("tlut", int(rng.integers(0, 16 // g)) * g, -1,
-                   int(rng.integers(0, 16)) if src is None else -1)
+            yield ("tlut", int(rng.integers(0, n // g)) * g, -1,
+                   int(rng.integers(0, n)) if src is None else -1)
         else:
-            yield ("tgemv", int(rng.integers(0, 16)), int(rng.integers(0, 16 // g)) * g,
-                   int(rng.integers(0, 16 // w)) * w if src is None else -1)
+            yield ("tgemv", int(rng.integers(0, n)), int(rng.integers(0, n // g)) * g,
+                   int(rng.integers(0, n // w)) * w if src is None else -1)
 
 
 def _instruction(cfg: TsarConfig, kind: str, dst: int, lut: int, src: int) -> codec.TsarInstruction:
@@ -172,8 +187,8 @@ def _instruction(cfg: TsarConfig, kind: str, dst: int, lut: int, src: int) -> co
 
 
 def test_every_configuration_bit_exact(lib: ctypes.CDLL, all_configs: list[TsarConfig]) -> None:
-    assert {v[0] for v in VARIANTS} <= {cfg.name for cfg in all_configs} or \
-        {v[0] for v in CODE_VARIANTS} == {cfg.name for cfg in all_configs}
+    names = {cfg.name for cfg in all_configs}
+    assert any({v[0] for v in variants} <= names for variants in ROUNDS.values())
     python = _Python()
     for cfg in all_configs:
         tlut, tgemv = _functions(lib, cfg)
