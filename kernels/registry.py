@@ -23,14 +23,15 @@ class NativeKernelSpec:
     m, k, bm, bk, ...)`` (``TSAR_SIM_PREP_AUX`` in ``native/common.h``);
     ``simulated``: has entry points in the simulator library (``tsar_sim_<name>_gemv``, ...);
     ``modelled``: a simulated kernel that ``tsar compare`` and ``tsar validate-model`` model as a
-    baseline (the public formats, dense and trit5 are simulated and checked but not modelled);
+    baseline (the public formats and dense are simulated and checked but not modelled);
     ``source``: the stem of its C
     source ``native/<source>.c`` (default ``name``; files of two kernels share one); ``overread``:
     bytes its loads may reach past the packed weights (the buffer must be padded that much);
     ``compared``: measured by ``tsar compare`` beside T-SAR. ``sim_isas``: the ISA levels of
     :data:`SIM_ISAS` whose rows function the simulator library exposes (``avx2``: the entries
-    above; another level ``isa``: the same entries named ``tsar_sim_<name>_<isa>_...``; trit5's
-    ``avx512`` entries run its VBMI rows, which natively need ``avx512vbmi`` beside the level's flags).
+    above; another level ``isa``: the same entries named ``tsar_sim_<name>_<isa>_...``);
+    ``level_flags``: CPU flags a level's rows need beyond :data:`SIM_ISAS` (trit5's ``avx512`` rows
+    use VBMI lookups: ``avx512vbmi``), checked by :func:`runs_build`.
     """
 
     name: str
@@ -46,6 +47,7 @@ class NativeKernelSpec:
     overread: int = 0
     compared: bool = True
     sim_isas: tuple[str, ...] = ("avx2",)
+    level_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def c_source(self) -> str:
@@ -73,8 +75,8 @@ NATIVE_KERNELS: dict[str, NativeKernelSpec] = {spec.name: spec for spec in (
     NativeKernelSpec("int2", "Intel 2-bit up-convert (pmaddubsw / vpdpbusd)", int2_vnni, "TSAR_INT2",
                      simulated=True, sim_isas=("avx2", "avxvnni", "avx512")),
     NativeKernelSpec("trit5", "5 trits per byte (VBMI lookups + vpdpbusd, AVX2 decode)", trit5, "TSAR_TRIT5",
-                     prepared=True, simulated=True, modelled=False, compared=False,
-                     sim_isas=("avx2", "avxvnni", "avx512")),
+                     prepared=True, simulated=True, sim_isas=("avx2", "avxvnni", "avx512"),
+                     level_flags=(("avx512", ("avx512vbmi",)),)),
     NativeKernelSpec("tq1_0", "llama.cpp TQ1_0 (base-3, 5 trits per byte, 1.69 b/w)", tq1_0, "TSAR_TQ1_0",
                      **_PUBLIC, source="tq", overread=10),
     NativeKernelSpec("tq2_0", "llama.cpp TQ2_0 (2-bit, 256-weight blocks, 2.06 b/w)", tq2_0, "TSAR_TQ2_0",
@@ -98,6 +100,13 @@ running one natively needs (``AVX512_TARGET`` in ``native/common.h``)."""
 def runs_level(isa: str, flags: Iterable[str]) -> bool:
     """Whether a CPU (or platform) with ``flags`` runs the ISA level ``isa`` of :data:`SIM_ISAS`."""
     return set(SIM_ISAS[isa]) <= set(flags)
+
+
+def runs_build(name: str, isa: str, flags: Iterable[str]) -> bool:
+    """Whether a CPU (or platform) with ``flags`` runs kernel ``name``'s rows at level ``isa``: the
+    level's flags and the kernel's own (``level_flags``)."""
+    extra = dict(NATIVE_KERNELS[name].level_flags).get(isa, ())
+    return runs_level(isa, flags) and set(extra) <= set(flags)
 
 
 def native_label(name: str, isa: str = "avx2") -> str:

@@ -121,7 +121,10 @@ def test_vector_register_count_comes_from_isa_config() -> None:
     from tsar.rtl.regfile import RegisterFile
     from tsar.sim.x86.state import CpuState
 
-    assert tsar_plan.VECTOR_REGISTERS is config.VECTOR_REGISTERS
+    for cfg in config.configs():
+        expected = config.EVEX_VECTOR_REGISTERS if cfg.encoding == "evex" else config.VECTOR_REGISTERS
+        assert cfg.addressable_registers == expected
+        assert tsar_plan.make_plan(cfg, "op", cfg.m, cfg.k).registers == expected
     assert len(RegisterFile(256).regs) == config.VECTOR_REGISTERS
     assert CpuState.__init__.__code__.co_names.count("EVEX_VECTOR_REGISTERS")  # sized from the ISA
     assert "`tsar.isa.config.EVEX_VECTOR_REGISTERS` (32, what EVEX addresses)" in FLAT

@@ -206,12 +206,13 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
             progress: Callable[[str], None] | None = None) -> Comparison:
     """Compare every T-SAR kernel with the native baselines on one layer and platform (module doc).
     ``repeats``: measured calls per kernel on the host (in rounds of a few calls);
-    ``tsar_kernels``: default every kernel of the configurations registered at the call."""
+    ``tsar_kernels``: default every kernel of the configurations registered at the call that the
+    platform runs (the 512-bit ones where its ISA has AVX-512)."""
     from tsar.validation.error_bars import load
 
-    tsar_kernels = kernel_names() if tsar_kernels is None else tsar_kernels
-
     plat = platform_named(platform)
+    # the registered configurations whose width the platform's ISA has
+    tsar_kernels = kernel_names(plat.core.isa) if tsar_kernels is None else tsar_kernels
     measured = platform == "host"
     errors = load()
     natives = natives_for(plat.core.isa)

@@ -62,6 +62,19 @@ def test_selection_ranks_as_compare_does(n: int) -> None:
     assert sel.best.kernel == cmp.best_tsar.kernel
 
 
+def test_candidates_follow_the_platform_isa() -> None:
+    """A selection ranks the 512-bit configurations where the platform has AVX-512 only."""
+    from tsar.estimate.dataflow import candidates
+    from tsar.kernels.tsar_plan import kernel_names, parse_kernel_name
+
+    def widths(kernels):
+        return {parse_kernel_name(k)[0].vector_bits for k in kernels}
+
+    assert widths(candidates("laptop")) == widths(candidates("workstation")) == {128, 256, 512}
+    assert widths(candidates("mobile")) == {128, 256}
+    assert set(candidates("laptop")) == set(kernel_names())
+
+
 def test_selection_rejects_no_tokens() -> None:
     with pytest.raises(ValueError, match="N must be at least 1"):
         select(64, 256, 0)

@@ -42,6 +42,16 @@ def test_spec_and_jobs(tmp_path):
     assert js[1].kernels == ("tsar-c2s4-i32-op",) and dict(js[1].definition)["acc_bits"] == 32
 
 
+def test_wide_variants_run_where_the_platform_has_avx512(tmp_path):
+    """A 512-bit variant gets jobs on the AVX-512 platforms only (the Mobile is AVX2)."""
+    body = ('variants = ["c2s4", "c2s4-512", "c4s4-512"]\nflows = ["op"]\nmodels = ["bitnet-125m"]\n'
+            'platforms = ["workstation", "laptop", "mobile"]\n')
+    got = [(j.variant, j.platform) for j in jobs(load_spec(_spec(tmp_path, body)))]
+    assert got == [("c2s4", "workstation"), ("c2s4", "laptop"), ("c2s4", "mobile"),
+                   ("c2s4-512", "workstation"), ("c2s4-512", "laptop"),
+                   ("c4s4-512", "workstation"), ("c4s4-512", "laptop")]
+
+
 def test_jobs_carry_the_platform_described_once(tmp_path, monkeypatch):
     """A platform is resolved once per sweep (the host is measured once, not by every worker), its
     description travels with each job, keys the cache, and is what the job is timed on."""

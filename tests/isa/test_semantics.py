@@ -117,6 +117,15 @@ def test_derived_parameters() -> None:
     assert C4S4_512.addressable_registers == 32 and C4S4.addressable_registers == 16
 
 
+def test_widths_run_where_their_base_isa_is() -> None:
+    """512-bit configurations need AVX-512 F/BW; an undeclared ISA (no flags) counts as AVX2."""
+    avx512 = ("avx2", "avx512f", "avx512bw", "avx512vl")
+    assert C2S4_512.runs_on(avx512) and C4S4_512.runs_on(avx512) and C2S4.runs_on(avx512)
+    assert not C2S4_512.runs_on(("avx2", "avx_vnni")) and not C4S4_512.runs_on(())
+    assert not C2S4_512.runs_on(("avx512f",))  # the kernels widen with AVX-512BW
+    assert C2S4.runs_on(()) and C2S4_128.runs_on(("avx2",))
+
+
 def test_bad_shapes_and_values() -> None:
     with pytest.raises(ValueError, match="expected"):
         tlut(C2S4, np.zeros(7, np.int8))

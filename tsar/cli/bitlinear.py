@@ -26,10 +26,10 @@ def run_bitlinear(mode: str, kernel: str, shape: str, *, seed: int = 0, hot: int
         raise UserError(f"gemv takes one token (N = 1), got N = {n}; use 'tsar run gemm'")
     expected = None  # instructions of the whole layer, where the selection simulated the kernel
     if kernel == "auto":
-        from tsar.estimate.dataflow import select
+        from tsar.estimate.dataflow import candidates, select
         from tsar.estimate.layer import counts_for
 
-        console.progress(f"selecting the dataflow for {n} x {m} x {k}: {len(kernel_names())} kernels "
+        console.progress(f"selecting the dataflow for {n} x {m} x {k}: {len(candidates())} kernels "
                          "simulated (cached after the first run), then their times modelled")
         selection = select(m, k, n)
         kernel = selection.best.kernel

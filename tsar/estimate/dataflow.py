@@ -102,14 +102,25 @@ def candidate(c: KernelCounts, plat: Platform, N: int) -> Candidate:
                      seconds * plat.core.frequency_ghz * 1e9 / N, limit, simulated_tokens=t)
 
 
+DEFAULT_PLATFORM = "laptop"
+"""The platform a selection models when none is named (the paper's Laptop)."""
+
+
+def candidates(platform: str | Platform = DEFAULT_PLATFORM) -> tuple[str, ...]:
+    """The T-SAR kernels a selection on ``platform`` ranks: every registered configuration's whose
+    width the platform's ISA has."""
+    plat = platform_named(platform) if isinstance(platform, str) else platform
+    return kernel_names(plat.core.isa)
+
+
 def select(M: int, K: int, N: int = 1, *, kernels: tuple[str, ...] | None = None,
-           platform: str | Platform = "laptop") -> Selection:
-    """Rank every candidate kernel (default: all registered) on an ``M x K`` layer for ``N`` tokens
-    on one core of ``platform`` (a name, a .toml file, or a :class:`Platform`)."""
+           platform: str | Platform = DEFAULT_PLATFORM) -> Selection:
+    """Rank every candidate kernel (default: every registered one the platform runs) on an ``M x K``
+    layer for ``N`` tokens on one core of ``platform`` (a name, a .toml file, or a :class:`Platform`)."""
     if N < 1:
         raise ValueError(f"N must be at least 1, got {N}")
-    kernels = kernel_names() if kernels is None else kernels  # the configurations registered now
     plat = platform_named(platform) if isinstance(platform, str) else platform
+    kernels = candidates(plat) if kernels is None else kernels
     with announced([counts_request(kernel, N, M, K) for kernel in kernels]):  # simulated in parallel
         counts = [counts_for(kernel, N, M, K) for kernel in kernels]
     if len(kernels) < 4 or workers() < 2:

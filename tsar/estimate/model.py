@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from tsar.console import Steps
 from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
-from tsar.kernels.tsar_plan import kernel_names
+from tsar.kernels.tsar_plan import kernel_names, parse_kernel_name
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
 from tsar.sim.platforms import Platform
 from tsar.simulate.counts import announced, simulated_counts
@@ -43,6 +43,7 @@ class LayerEstimate:
     tl2_prefill_seconds: float   # prefill, per token
     tsar_prefill_kernel: str = ""
     natives: tuple[tuple[str, float, float], ...] = ()  # (kernel, decode s, prefill s per token)
+    tsar: tuple[tuple[str, float, float], ...] = ()  # every T-SAR kernel: (kernel, decode s, prefill s)
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,26 @@ class ModelEstimate(Tabular):
     def prefill_seconds(self, family: str, tokens: int = PREFILL_TOKENS) -> float:
         return self._total("tsar_prefill_seconds" if family == "tsar" else "tl2_prefill_seconds", tokens)
 
+    def widths(self) -> tuple[int, ...]:
+        """The vector widths (bits) of the T-SAR kernels estimated, narrowest first."""
+        return tuple(sorted({_width(k) for e in self.per_layer for k, _, _ in e.tsar}))
+
+    def tsar_at(self, phase: str, width: int) -> float:
+        """T-SAR restricted to the configurations of one vector width, the fastest of them per
+        layer: decode tokens/s, or prefill seconds for ``PREFILL_TOKENS`` tokens."""
+        column = 1 if phase == "decode" else 2
+        total = self.layers * sum(min(row[column] for row in e.tsar if _width(row[0]) == width)
+                                  for e in self.per_layer)
+        return 1.0 / total if phase == "decode" else total * PREFILL_TOKENS
+
     def records(self) -> list[dict]:
-        """One row: decode tokens/s and prefill seconds (128 tokens), T-SAR and TL2, the paper's
-        reported tokens/s where Table III has this model and platform."""
+        """One row: decode tokens/s and prefill seconds (128 tokens), T-SAR (the fastest of every
+        width, then per width) and TL2, the best native, the paper's reported tokens/s where Table III
+        has this model and platform."""
         (dk, dn), (pk, pn) = self.best_native("decode"), self.best_native("prefill")
+        by_width = {key: value for w in self.widths()
+                    for key, value in ((f"decode_tsar{w}_tok_s", self.tsar_at("decode", w)),
+                                       (f"prefill_tsar{w}_s", self.tsar_at("prefill", w)))}
         return [{"model": self.model, "platform": self.platform, "threads": self.threads,
                  "decode_tsar_tok_s": self.decode_tsar_tps, "decode_tl2_tok_s": self.decode_tl2_tps,
                  "decode_speedup": self.decode_tsar_tps / self.decode_tl2_tps,
@@ -80,7 +97,7 @@ class ModelEstimate(Tabular):
                  "decode_speedup_native": self.decode_tsar_tps / dn,
                  "prefill_native_kernel": pk, "prefill_native_s": pn,
                  "prefill_speedup_native": pn / self.prefill_seconds("tsar"),
-                 "paper_tok_s": self.reported_tps()}]
+                 **by_width, "paper_tok_s": self.reported_tps()}]
 
     def best_native(self, phase: str) -> tuple[str, float]:
         """The native kernel fastest over the whole model in ``phase`` (``decode``: tokens/s;
@@ -106,9 +123,10 @@ def evaluate(model: str, platform: str | Platform, *, threads: int | None = None
              progress: Callable[[str], None] | None = None) -> ModelEstimate:
     """Decode and prefill estimates of ``model`` on ``platform`` (a name, or a resolved
     :class:`Platform`: a sweep passes the host's description measured once, not re-measured)."""
-    tsar_kernels = kernel_names() if tsar_kernels is None else tsar_kernels  # registered now
     cfg = get_model(model)
     plat = platform_named(platform) if isinstance(platform, str) else platform
+    # the registered configurations whose width the platform's ISA has
+    tsar_kernels = kernel_names(plat.core.isa) if tsar_kernels is None else tsar_kernels
     threads = threads or plat.threads
     step = Steps(len(cfg.gemv_shapes()), progress or (lambda _m: None))
     natives = natives_for(plat.core.isa)
@@ -148,10 +166,19 @@ def _layer(cfg, shape: LinearShape, plat: Platform, threads: int, tsar_kernels: 
     best_prefill = min(tsar_kernels, key=prefill.get)
     return LayerEstimate(shape, best, decode[best], decode["tl2"], prefill[best_prefill],
                          prefill["tl2"], best_prefill,
-                         tuple((k, decode[k], prefill[k]) for k in dict.fromkeys(("tl2", *natives))))
+                         tuple((k, decode[k], prefill[k]) for k in dict.fromkeys(("tl2", *natives))),
+                         tuple((k, decode[k], prefill[k]) for k in tsar_kernels))
+
+
+def _width(kernel: str) -> int:
+    """Vector width (bits) of a T-SAR kernel's configuration."""
+    return parse_kernel_name(kernel)[0].vector_bits
 
 
 def format_estimates(results: Sequence[ModelEstimate]) -> str:
+    """The estimates as a table: T-SAR (fastest of every width) against TL2 and the best native,
+    decode and prefill, then T-SAR per vector width where several were estimated."""
+    widths = sorted({w for r in results for w in r.widths()})
     cols = (f"{'model':18} {'platform':12} {'thr':>3} {'decode tok/s T-SAR':>19} {'TL2':>8} "
             f"{'speedup':>8} {'best native':>24} {'vs it':>7} {'prefill s T-SAR':>16} {'TL2':>8} "
             f"{'speedup':>8} {'best native':>24} {'vs it':>7} {'paper tok/s':>12}")
@@ -167,4 +194,22 @@ def format_estimates(results: Sequence[ModelEstimate]) -> str:
             f"{r.prefill_seconds('tsar'):16.3f} {r.prefill_seconds('tl2'):8.3f} "
             f"{r.prefill_seconds('tl2') / r.prefill_seconds('tsar'):7.2f}x {f'{pn:.3f} {pk}':>24} "
             f"{pn / r.prefill_seconds('tsar'):6.2f}x {paper if paper is not None else '-':>12}")
+    if len(widths) < 2:
+        return "\n".join(lines)
+    head = " ".join([f"{'model':18} {'platform':12}", *(f"{f'decode T-SAR-{w}':>17}" for w in widths),
+                     f"{'vs native':>9}", *(f"{f'prefill T-SAR-{w}':>18}" for w in widths),
+                     f"{'vs native':>9}"])
+    lines += ["", "T-SAR per vector width (the fastest of that width's kernels per layer; - where the "
+              "platform's ISA lacks the width; vs native: the widest against the best native)", head,
+              "-" * len(head)]
+    for r in results:
+        have = r.widths()
+        dn, pn = r.best_native("decode")[1], r.best_native("prefill")[1]
+        dec = {w: r.tsar_at("decode", w) for w in have}
+        pre = {w: r.tsar_at("prefill", w) for w in have}
+        lines.append(f"{r.model:18} {r.platform:12} "
+                     + " ".join(f"{dec[w]:17.1f}" if w in dec else f"{'-':>17}" for w in widths)
+                     + f" {dec[max(have)] / dn:8.2f}x "
+                     + " ".join(f"{pre[w]:18.3f}" if w in pre else f"{'-':>18}" for w in widths)
+                     + f" {pn / pre[max(have)]:8.2f}x")
     return "\n".join(lines)

@@ -177,10 +177,15 @@ _NUMBER = re.compile(r"(?<![\w.])-?(?:0x[0-9a-fA-F]+|\d+)\b")
 
 
 def _instruction(source: str) -> str | None:
-    """A source line's instruction (labels and comments removed), None for a directive or none."""
-    text = source.split(";")[0].strip()
+    """A source line's instruction (labels and comments removed), None for a directive or none. A
+    ``.byte`` line with a comment is an instruction the generator encoded itself (EVEX, which the
+    x86 assembler does not take; :mod:`tsar.kernels.tsar_codegen`): its text is the comment."""
+    text, _, comment = source.partition(";")
+    text = text.strip()
     if ":" in text and not text.split(":", 1)[0].count(" "):
         text = text.split(":", 1)[1].strip()
+    if text.startswith(".byte") and comment.strip():
+        return comment.strip()
     return text if text and not text.startswith(".") else None
 
 
@@ -438,6 +443,11 @@ def _assembler() -> bytes:
     return digest.digest()
 
 
+LAYOUT_VERSION = 2
+"""Version of how a T-SAR run's code layout is read from its listing (part of the cache key: 2 counts
+the generator's ``.byte`` instructions)."""
+
+
 def _digest(run: Run) -> str:
     """A T-SAR kernel's source and its assembler with the registered configurations (the machine
     code is a function of them), or the native library's machine code."""
@@ -447,7 +457,8 @@ def _digest(run: Run) -> str:
         source = _source(run)
         if source is None:
             raise ValueError(f"{run.kernel} {run.M} x {run.K} cannot take the loop forms {run.loops}")
-        return hashlib.sha256(_assembler() + repr(configs()).encode() + source.encode()).hexdigest()[:16]
+        return hashlib.sha256(_assembler() + repr(configs()).encode() + source.encode()
+                              + f"layout {LAYOUT_VERSION}".encode()).hexdigest()[:16]
     return _library_digest()
 
 

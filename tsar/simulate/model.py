@@ -75,11 +75,11 @@ def _kernels_for(shapes: tuple[LinearShape, ...], kernel: str) -> dict[str, Kern
     """Each matrix's plan; with ``auto``, every shape's candidates are simulated in one go."""
     if kernel != "auto":
         return {s.name: _kernel_for(s, kernel) for s in shapes}
+    from tsar.estimate.dataflow import candidates
     from tsar.estimate.layer import counts_request
-    from tsar.kernels.tsar_plan import kernel_names
     from tsar.simulate.counts import announced
 
-    with announced([counts_request(k, s.n, s.m, s.k) for s in shapes for k in kernel_names()]):
+    with announced([counts_request(k, s.n, s.m, s.k) for s in shapes for k in candidates()]):
         return {s.name: _kernel_for(s, kernel) for s in shapes}
 
 

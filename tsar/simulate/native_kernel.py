@@ -24,7 +24,7 @@ from tsar.kernels.registry import (
     SIMULATED_PUBLIC,
     SIMULATED_PUBLIC_VARIANTS,
     SIMULATED_VARIANTS,
-    runs_level,
+    runs_build,
     sim_entry,
     split_native_label,
 )
@@ -46,7 +46,7 @@ def natives_for(isa: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     undeclared, AVX2 only) is compared with: every AVX2 build, and the builds at other levels whose
     flags it has (:data:`tsar.kernels.registry.SIM_ISAS`)."""
     return NATIVE_SIM_KERNELS + tuple(
-        k for k in NATIVE_SIM_VARIANTS if isa and runs_level(split_native_label(k)[1], isa))
+        k for k in NATIVE_SIM_VARIANTS if isa and runs_build(*split_native_label(k), isa))
 
 
 @dataclass

@@ -10,13 +10,15 @@ A sweep spec is TOML::
     threads = [0]                  # 0: the platform's own thread count
     phases = ["decode", "prefill"]
 
-One *job* is (variant, model, platform, threads): :func:`tsar.estimate.model.evaluate` with the
-variant's kernels gives both phases, T-SAR and TL2 timed the same way (modelled against modelled).
-Jobs run on a ``concurrent.futures`` executor: a local process pool, or a Dask ``distributed``
-cluster through ``Client.get_executor()``; every worker registers the variants from their
-definitions, so results do not depend on where a job ran. Each job's rows are cached under
-``cache_dir("sweep")`` by a content hash of the variant's definition, its kernels, the model,
-platform (its full description), threads and the project version, so reruns compute only new jobs.
+One *job* is (variant, model, platform, threads), for the platforms whose ISA has the variant's
+width (:meth:`~tsar.isa.config.TsarConfig.runs_on`: 512-bit variants on AVX-512 platforms only):
+:func:`tsar.estimate.model.evaluate` with the variant's kernels gives both phases, T-SAR and TL2
+timed the same way (modelled against modelled). Jobs run on a ``concurrent.futures`` executor: a
+local process pool, or a Dask ``distributed`` cluster through ``Client.get_executor()``; every
+worker registers the variants from their definitions, so results do not depend on where a job ran.
+Each job's rows are cached under ``cache_dir("sweep")`` by a content hash of the variant's
+definition, its kernels, the model, platform (its full description), threads and the project
+version, so reruns compute only new jobs.
 Area comes from :mod:`tsar.sweep.area` (RTL synthesis) and is left empty where the RTL cannot build
 the variant.
 """
@@ -156,6 +158,8 @@ def jobs(spec: SweepSpec) -> list[Job]:
         kernels = tuple(kernel_name(cfg, flow) for flow in spec.flows)
         for model in spec.models:
             for platform in spec.platforms:
+                if not cfg.runs_on(described[platform].core.isa):
+                    continue  # a width the platform's ISA lacks (512 bits without AVX-512)
                 for threads in spec.threads:
                     out.append(Job(definition, kernels, model, platform, threads, described[platform]))
     return out

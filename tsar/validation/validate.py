@@ -52,12 +52,12 @@ import numpy as np
 
 from tsar.console import Steps
 from tsar.frames import Tabular
-from tsar.isa.config import PAPER_CONFIGS
+from tsar.isa.config import PAPER_CONFIGS, WIDE_CONFIGS
 from tsar.kernels.registry import (
     NATIVE_KERNELS,
     SIMULATED,
     native_label,
-    runs_level,
+    runs_build,
     sim_entry,
     split_native_label,
 )
@@ -74,6 +74,9 @@ FULL_SHAPES = BITNET_2B_LAYERS
 TSAR_KERNELS = tuple(kernel_name(cfg, flow) for flow in ("op", "ap-min") for cfg in PAPER_CONFIGS)
 """T-SAR kernels validated through the proxy engine (``tsar-c2s4-op``, ``tsar-c4s4-op``,
 ``tsar-c2s4-ap-min``, ``tsar-c4s4-ap-min``)."""
+WIDE_TSAR_KERNELS = tuple(kernel_name(cfg, "op") for cfg in WIDE_CONFIGS)
+"""The 512-bit configurations' OP kernels, validated through the proxy where the host has AVX-512
+(:func:`host_tsar_kernels`)."""
 TINY_SHAPES = ((64, 384),)
 GEMM_TOKENS = PREFILL_TOKENS
 TSAR_GEMM_KERNELS = tuple(kernel_name(cfg, "ap-tokens") for cfg in PAPER_CONFIGS)
@@ -84,9 +87,15 @@ TARGETS = {"cache": 7.0, "overall": 12.0, "isa_speedup": 10.0}
 ISA speedup (an AVX-512 or AVX-VNNI build over its AVX2 build) predicted within this much."""
 
 
+def host_tsar_kernels(flags: frozenset[str] | set[str]) -> tuple[str, ...]:
+    """The T-SAR kernels validate-model times through the proxy on a CPU with ``flags``: the paper's
+    configurations', and the 512-bit ones' where it runs them (:meth:`TsarConfig.runs_on`)."""
+    return TSAR_KERNELS + tuple(k for k in WIDE_TSAR_KERNELS if parse_kernel_name(k)[0].runs_on(flags))
+
+
 def host_isas(name: str, flags: frozenset[str] | set[str]) -> tuple[str, ...]:
     """The ISA levels of ``name``'s simulator rows that a CPU with ``flags`` runs natively."""
-    return tuple(isa for isa in NATIVE_KERNELS[name].sim_isas if runs_level(isa, flags))
+    return tuple(isa for isa in NATIVE_KERNELS[name].sim_isas if runs_build(name, isa, flags))
 
 
 def family_of(kernel: str) -> str:
@@ -448,7 +457,9 @@ __all__ = [
     "TINY_SHAPES",
     "TSAR_GEMM_KERNELS",
     "TSAR_KERNELS",
+    "WIDE_TSAR_KERNELS",
     "Case",
     "Validation",
+    "host_tsar_kernels",
     "validate",
 ]

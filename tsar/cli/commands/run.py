@@ -149,7 +149,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_model(args: argparse.Namespace) -> int:
-    from tsar.kernels.tsar_plan import kernel_names
     from tsar.models import MODELS, get_model
     from tsar.simulate.model import run_model
 
@@ -163,7 +162,9 @@ def _run_model(args: argparse.Namespace) -> int:
         _check_weights_file(args.weights)
     layers = model.layers if args.layers is None else min(args.layers, model.layers)
     matrices = len(model.layer_shapes())
-    selecting = (f"selecting the dataflow of each of the {matrices} matrices ({len(kernel_names())} "
+    from tsar.estimate.dataflow import candidates
+
+    selecting = (f"selecting the dataflow of each of the {matrices} matrices ({len(candidates())} "
                  "kernels simulated on its shape, cached after the first run), " if args.kernel == "auto"
                  else "")
     console.progress(f"{model.name}: {selecting}generating and loading the kernels, then {layers} "

@@ -91,6 +91,7 @@ def _keep_errors(result, full: bool, path: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tsar.sim.platforms.detect import cpu_flags
     from tsar.validation.validate import (
         DATA,
         FULL_SHAPES,
@@ -98,14 +99,14 @@ def run(args: argparse.Namespace) -> int:
         KERNELS,
         TINY_SHAPES,
         TSAR_GEMM_KERNELS,
-        TSAR_KERNELS,
+        host_tsar_kernels,
         validate,
     )
 
     shapes = TINY_SHAPES if args.tiny else tuple(args.shape or FULL_SHAPES)
     kernels = tuple(args.kernel or KERNELS)
     _check_shapes(kernels, shapes)
-    tsar_kernels = () if args.no_proxy else TSAR_KERNELS
+    tsar_kernels = () if args.no_proxy else host_tsar_kernels(cpu_flags())
     result = validate(kernels, shapes, tsar_kernels=tsar_kernels, dram=not args.no_dram,
                       tsar_gemm_kernels=() if args.no_proxy else TSAR_GEMM_KERNELS,
                       gemm_tokens=0 if args.no_gemm else GEMM_TOKENS,
