@@ -94,6 +94,12 @@ ACTIVATION_ABS_MAX = 127
 """BitNet quantizes activations symmetrically to [-127, 127] (per-token absmax)."""
 
 
+def registers_at(vector_bits: int) -> int:
+    """Vector registers the encoding of a ``vector_bits`` datapath addresses (:data:`VECTOR_WIDTHS`:
+    VEX xmm/ymm 16, EVEX zmm 32)."""
+    return EVEX_VECTOR_REGISTERS if VECTOR_WIDTHS[vector_bits][1] == "evex" else VECTOR_REGISTERS
+
+
 @dataclass(frozen=True)
 class TsarConfig:
     """One T-SAR configuration: ``TLUT{c}x{s}`` plus ``TGEMV{k}x{m}`` on a ``vector_bits`` datapath.
@@ -215,8 +221,8 @@ class TsarConfig:
 
     @property
     def addressable_registers(self) -> int:
-        """Vector registers the encoding addresses (VEX: 16, EVEX: 32)."""
-        return EVEX_VECTOR_REGISTERS if self.encoding == "evex" else VECTOR_REGISTERS
+        """Vector registers the encoding addresses (VEX: 16, EVEX: 32; :func:`registers_at`)."""
+        return registers_at(self.vector_bits)
 
     @property
     def register_bytes(self) -> int:

@@ -21,12 +21,9 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
-from tsar.isa.config import VECTOR_REGISTERS
 from tsar.rtl.mul import STAGES
 from tsar.rtl.ops import BASE_OPS, MAX_LATENCY, MUL_LATENCIES, SUBTRACTING, AluFn
-
-REG_BITS = bits_for(VECTOR_REGISTERS - 1)
-"""Bits of a register number (``VECTOR_REGISTERS`` registers)."""
+from tsar.rtl.regfile import reg_bits
 
 FUNC_BITS = bits_for(len(BASE_OPS) - 1)
 
@@ -42,25 +39,27 @@ class SliceOp(enum.Enum, shape=2):
     TGEMV = 3
 
 
-def instr_layout(n_configs: int) -> data.StructLayout:
-    """One decoded instruction: class, base function, configuration index, registers, memory flag."""
+def instr_layout(n_configs: int, vector_bits: int) -> data.StructLayout:
+    """One decoded instruction of a ``vector_bits`` port: class, base function, configuration
+    index, registers (:func:`reg_bits`), memory flag."""
+    regs = reg_bits(vector_bits)
     return data.StructLayout({
         "op": SliceOp,
         "func": FUNC_BITS,
         "cfg": max(1, bits_for(max(0, n_configs - 1))),
-        "dst": REG_BITS,
-        "src1": REG_BITS,
-        "src2": REG_BITS,
+        "dst": regs,
+        "src1": regs,
+        "src2": regs,
         "mem": 1,
     })
 
 
-def issue_signature(n_configs: int) -> wiring.Signature:
+def issue_signature(n_configs: int, vector_bits: int) -> wiring.Signature:
     """Issue port, from the front end's side: ``instr`` is taken when ``valid & ready``."""
     return wiring.Signature({
         "valid": Out(1),
         "ready": In(1),
-        "instr": Out(instr_layout(n_configs)),
+        "instr": Out(instr_layout(n_configs, vector_bits)),
     })
 
 
@@ -69,13 +68,12 @@ class Decode(wiring.Component):
     ``mul_op`` (a valid multiplier operation is in the instruction register: the enable of the
     multiplier's operand isolation, straight from the register and the decode ROM)."""
 
-    def __init__(self, n_configs: int, words: int, isolate: bool = False):
-        self.words = words
+    def __init__(self, n_configs: int, vector_bits: int, isolate: bool = False):
         self.isolate = isolate
         super().__init__({
-            "issue": In(issue_signature(n_configs)),
+            "issue": In(issue_signature(n_configs, vector_bits)),
             "ir_valid": Out(1),
-            "ir": Out(instr_layout(n_configs)),
+            "ir": Out(instr_layout(n_configs, vector_bits)),
             # decoded controls
             "alu_fn": Out(4),
             "esize": Out(2),
@@ -86,7 +84,7 @@ class Decode(wiring.Component):
             "go_mul": Out(1),
             # pipeline state
             "busy": In(1 + STAGES),
-            "busy_dst": In(REG_BITS).array(1 + STAGES),
+            "busy_dst": In(reg_bits(vector_bits)).array(1 + STAGES),
             "tsar_done": In(1),
             "idle": Out(1),
             "done": Out(1),
@@ -148,15 +146,16 @@ class WriteBack(wiring.Component):
     written from the result pipeline (the reservation keeps them apart)."""
 
     def __init__(self, bits: int):
+        regs = reg_bits(bits)
         super().__init__({
             "alu_en": In(1),
-            "alu_dst": In(REG_BITS),
+            "alu_dst": In(regs),
             "alu_data": In(bits),
             "pipe_en": In(1),
-            "pipe_dst": In(REG_BITS),
+            "pipe_dst": In(regs),
             "pipe_data": In(bits),
             "en": Out(1),
-            "addr": Out(REG_BITS),
+            "addr": Out(regs),
             "data": Out(bits),
         })
 

@@ -16,10 +16,11 @@ from itertools import pairwise
 import numpy as np
 from amaranth.sim import Simulator
 
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.rtl.base import SliceOp
 from tsar.rtl.ops import BASE_OPS
 from tsar.rtl.reference import BaseSemantics, Instr, SliceModel
+from tsar.rtl.regfile import vector_registers
 from tsar.rtl.unit import VectorUnit
 
 BACKENDS = ("python", "verilator")
@@ -209,7 +210,7 @@ def base_case(rng: np.random.Generator, vector_bits: int, length: int = 4,
     names = list(ops) if ops else [op.mnemonic for op in BASE_OPS]
     program, loads = [], {}
     for _ in range(length):
-        dst, src1, src2 = (int(r) for r in rng.integers(0, VECTOR_REGISTERS, 3))
+        dst, src1, src2 = (int(r) for r in rng.integers(0, vector_registers(vector_bits), 3))
         mem = bool(rng.random() < 0.2)
         for r in (src1, *(() if mem else (src2,))):
             if r not in loads and all(r != i.dst for i in program):
@@ -224,11 +225,11 @@ def tsar_case(rng: np.random.Generator, cfg: TsarConfig, tgemvs: int = 3) -> Cas
     codes (any code, including ones the packer never emits) into the same LUT group; some
     operands come from memory, and a base instruction may write into the group between TGEMVs
     (the latch must notice)."""
-    g = cfg.group_regs
-    group = int(rng.integers(0, VECTOR_REGISTERS // g)) * g
-    free = [r for r in range(VECTOR_REGISTERS) if not group <= r < group + g]
+    g, regs = cfg.group_regs, vector_registers(cfg.vector_bits)
+    group = int(rng.integers(0, regs // g)) * g
+    free = [r for r in range(regs) if not group <= r < group + g]
     pairs = [r for r in free if r % cfg.weight_regs == 0 and r + cfg.weight_regs - 1 in free]
-    loads: dict[int, int] = {r: _rand_reg(rng, cfg.vector_bits) for r in range(VECTOR_REGISTERS)}
+    loads: dict[int, int] = {r: _rand_reg(rng, cfg.vector_bits) for r in range(regs)}
     src = int(rng.choice(free))
     mem = bool(rng.random() < 0.25)
     program = [Instr(SliceOp.TLUT, group, 0, src, cfg, mem=mem,
@@ -260,7 +261,7 @@ async def run_program(drv, model: SliceModel, cases: Iterable[Case], report: Rep
             model.execute(instr)
             report.instructions += 1
             report.by_op[instr.name] = report.by_op.get(instr.name, 0) + 1
-        for reg in range(VECTOR_REGISTERS):
+        for reg in range(len(model.regs)):
             got, want = drv.read(reg), model.regs[reg]
             if got != want:
                 program = "; ".join(map(str, case.program))
@@ -334,16 +335,18 @@ def _steady(distances: Sequence[int]) -> float:
     return float(np.median(inner))
 
 
-def _programs(configs: Sequence[TsarConfig], base_ops: Sequence[str]) -> list[tuple[str, str, list[Instr]]]:
-    """(name, "latency" | "throughput", program) of every measurement."""
+def _programs(configs: Sequence[TsarConfig], base_ops: Sequence[str],
+              vector_bits: int) -> list[tuple[str, str, list[Instr]]]:
+    """(name, "latency" | "throughput", program) of every measurement on a ``vector_bits`` port."""
+    regs = vector_registers(vector_bits)
     out = []
     for mn in base_ops:
         out.append((mn, "latency", [Instr.base(mn, 1, 2, 3), Instr.base(mn, 4, 1, 5)]))
         out.append((mn, "throughput", [Instr.base(mn, 8 + i, 2, 3) for i in range(6)]))
     for cfg in configs:
         g = cfg.group_regs
-        other = g if 2 * g <= VECTOR_REGISTERS - 4 else 0  # a second group, if registers allow
-        free = [r for r in range(VECTOR_REGISTERS) if not (0 <= r < g or other <= r < other + g)]
+        other = g if 2 * g <= regs - 4 else 0  # a second group, if registers allow
+        free = [r for r in range(regs) if not (0 <= r < g or other <= r < other + g)]
         weights = next(r for r in free if r % cfg.weight_regs == 0
                        and all(x in free for x in range(r, r + cfg.weight_regs)))
         accs = [r for r in free if not weights <= r < weights + cfg.weight_regs]
@@ -367,7 +370,7 @@ def measure_timing(configs: Sequence[TsarConfig], lut_read: str = "latch",
     bits = vector_bits or (configs[0].vector_bits if configs else 256)
     names = [op.mnemonic for op in BASE_OPS] if base_ops is None else list(base_ops)
     unit = VectorUnit(bits, tuple(configs), lut_read, isolate)
-    programs = _programs(configs, names)
+    programs = _programs(configs, names, bits)
     seen: dict[str, dict[str, float]] = {}
 
     async def bench(drv: Driver) -> None:

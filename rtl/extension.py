@@ -43,8 +43,8 @@ from amaranth.utils import bits_for, ceil_log2
 from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
 from tsar.rtl.alu import WIDE_BITS
 from tsar.rtl.alu import WORD_BITS as LANE_BITS
-from tsar.rtl.base import REG_BITS, SliceOp, instr_layout
-from tsar.rtl.regfile import READ_PORTS
+from tsar.rtl.base import SliceOp, instr_layout
+from tsar.rtl.regfile import READ_PORTS, reg_bits
 from tsar.rtl.schedule import (
     TGEMV_STEP,
     LaneOp,
@@ -55,6 +55,7 @@ from tsar.rtl.schedule import (
     tgemv_lane,
     tgemv_lane_step,
     tgemv_output,
+    tlut_cycles,
     tlut_schedule,
 )
 
@@ -80,6 +81,8 @@ class OperandPlan:
     def __init__(self, vector_bits: int, configs: Sequence[TsarConfig]):
         self.configs = tuple(configs)
         self.vector_bits = vector_bits
+        self.reg_bits = reg_bits(vector_bits)
+        self.instr_layout = instr_layout(len(self.configs), vector_bits)
         self.lanes = vector_bits // LANE_BITS
         self.trees = self.lanes // ADDER_TREE_FAN_IN
         for cfg in self.configs:
@@ -117,7 +120,7 @@ class OperandPlan:
                         if src not in sources:
                             sources.append(src)
         self.sel_bits = max(_width(len(s)) for s in self.a_sources + self.b_sources)
-        self.max_uops = max([1] + [max(c.tlut_uops, c.tgemv_uops) for c in self.configs])
+        self.max_uops = max([1] + [max(tlut_cycles(c), c.tgemv_uops) for c in self.configs])
         self.max_group_regs = max([1] + [c.group_regs for c in self.configs])
         self.max_k = max([1] + [c.k for c in self.configs])
         self.max_loads = max([1] + [load_cycles(c) for c in self.configs])
@@ -147,7 +150,8 @@ LUT_READ_POLICIES = ("ports", "latch")
 
 
 class TsarSequencer(wiring.Component):
-    """Control/scoreboard: counts the uops of TLUT and TGEMV and drives the uop ROM.
+    """Control/scoreboard: counts the uop cycles of TLUT (:func:`~tsar.rtl.schedule.tlut_cycles`:
+    a register written in two passes takes two) and TGEMV and drives the uop ROM.
 
     A T-SAR instruction starts when ``start_ok`` (nothing in flight). A TGEMV first spends
     ``load_cycles`` cycles (``loading``, ``load_step``) reading its group into the buffer unless
@@ -161,7 +165,7 @@ class TsarSequencer(wiring.Component):
         n, sel = plan.lanes, plan.sel_bits
         super().__init__({
             "ir_valid": In(1),
-            "ir": In(instr_layout(len(plan.configs))),
+            "ir": In(plan.instr_layout),
             "start_ok": In(1),
             "hit": In(1),
             "done": Out(1),
@@ -175,7 +179,7 @@ class TsarSequencer(wiring.Component):
             "lane_op": Out(LaneOp).array(n),
             "a_sel": Out(sel).array(n),
             "b_sel": Out(sel).array(n),
-            "reg_offset": Out(REG_BITS),
+            "reg_offset": Out(plan.reg_bits),
         })
 
     def elaborate(self, platform) -> Module:
@@ -213,7 +217,7 @@ class TsarSequencer(wiring.Component):
                 with m.Case(index):
                     m.d.comb += last_load.eq(load_cycles(cfg) - 1)
                     with m.If(ir.op == SliceOp.TLUT):
-                        m.d.comb += last.eq(cfg.tlut_uops - 1)
+                        m.d.comb += last.eq(tlut_cycles(cfg) - 1)
                         with m.Switch(self.uop):
                             for u, uop in enumerate(tlut_schedule(cfg)):
                                 with m.Case(u):
@@ -260,7 +264,7 @@ class TsarOperandMux(wiring.Component):
         self.isolate = isolate
         n, bits = plan.lanes, plan.vector_bits
         super().__init__({
-            "cfg": In(instr_layout(len(plan.configs)).members["cfg"]),
+            "cfg": In(plan.instr_layout.members["cfg"]),
             "uop": In(_width(plan.max_uops)),
             "tgemv": In(1),
             "a_sel": In(plan.sel_bits).array(n),
@@ -380,7 +384,7 @@ class SegmentConstant(wiring.Component):
     def __init__(self, plan: OperandPlan):
         self.plan = plan
         super().__init__({
-            "cfg": In(instr_layout(len(plan.configs)).members["cfg"]),
+            "cfg": In(plan.instr_layout.members["cfg"]),
             "group": In(plan.vector_bits * plan.max_group_regs),
             "value": Out(signed(WIDE_BITS)),
         })
@@ -408,7 +412,7 @@ class SegmentConstant(wiring.Component):
 
 
 class TsarWriteBackMux(wiring.Component):
-    """The write-back MUX (``vector_bits`` wide: 256 bits on AVX2).
+    """The write-back MUX (``vector_bits`` wide: 256 bits on AVX2, 512 on AVX-512).
 
     TLUT: the lane results go to group register ``dst + reg_offset``. TGEMV: adder tree ``t``'s
     low ``acc_bits`` replace accumulator word ``uop*T + t`` (``acc_bits`` of the configuration: one
@@ -421,20 +425,20 @@ class TsarWriteBackMux(wiring.Component):
         self.plan = plan
         n, bits = plan.lanes, plan.vector_bits
         super().__init__({
-            "cfg": In(instr_layout(len(plan.configs)).members["cfg"]),
+            "cfg": In(plan.instr_layout.members["cfg"]),
             "tlut": In(1),
             "tgemv": In(1),
             "uop": In(_width(plan.max_uops)),
-            "dst": In(REG_BITS),
-            "reg_offset": In(REG_BITS),
+            "dst": In(plan.reg_bits),
+            "reg_offset": In(plan.reg_bits),
             "base_en": In(1),
-            "base_addr": In(REG_BITS),
+            "base_addr": In(plan.reg_bits),
             "base_data": In(bits),
             "lane_result": In(LANE_BITS).array(n),
             "tree_sum": In(signed(WIDE_BITS)).array(plan.trees),
             "acc": In(bits),
             "en": Out(1),
-            "addr": Out(REG_BITS),
+            "addr": Out(plan.reg_bits),
             "data": Out(bits),
         })
 
@@ -488,7 +492,7 @@ class LutBuffer(wiring.Component):
     def __init__(self, plan: OperandPlan, lut_read: str):
         self.plan, self.lut_read = plan, lut_read
         bits = plan.vector_bits
-        cfg_shape = instr_layout(len(plan.configs)).members["cfg"]
+        cfg_shape = plan.instr_layout.members["cfg"]
         super().__init__({
             "load": In(1),
             "load_step": In(range(plan.max_loads)),
@@ -496,13 +500,13 @@ class LutBuffer(wiring.Component):
             "port_data": In(bits).array(READ_PORTS),
             "tlut": In(1),
             "tlut_done": In(1),
-            "reg_offset": In(REG_BITS),
+            "reg_offset": In(plan.reg_bits),
             "tlut_data": In(bits),
             "wb_en": In(1),
-            "wb_addr": In(REG_BITS),
+            "wb_addr": In(plan.reg_bits),
             "cfg": In(cfg_shape),
-            "dst": In(REG_BITS),
-            "src1": In(REG_BITS),
+            "dst": In(plan.reg_bits),
+            "src1": In(plan.reg_bits),
             "group": Out(bits * plan.max_group_regs),
             "hit": Out(1),
         })
@@ -525,7 +529,7 @@ class LutBuffer(wiring.Component):
         if self.lut_read != "latch":
             return m
         valid = Signal()
-        tag = Signal(REG_BITS)
+        tag = Signal(plan.reg_bits)
         tag_cfg = Signal.like(self.cfg)
         group_regs = Signal(range(plan.max_group_regs + 1))
         with m.Switch(tag_cfg):

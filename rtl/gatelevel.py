@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.rtl.cells import CELLS, FLOP, NAND2_AREA, PREFIX
 from tsar.rtl.reference import Instr
 
@@ -68,9 +68,10 @@ def _regfile(vector_bits: int) -> str:
 def unit_netlist(netlist: str, vector_bits: int, load_bits: int) -> str:
     """Top module ``unit`` (the ports of :class:`~tsar.rtl.unit.VectorUnit`): the gate-level
     ``slice`` (coverage off on its nets) and the behavioural register file."""
-    from tsar.rtl.regfile import READ_PORTS
+    from tsar.rtl.regfile import READ_PORTS, reg_bits
 
-    reads = "\n".join(f"  wire [3:0] a{i}; wire [{vector_bits - 1}:0] d{i};" for i in range(READ_PORTS))
+    addr = reg_bits(vector_bits) - 1
+    reads = "\n".join(f"  wire [{addr}:0] a{i}; wire [{vector_bits - 1}:0] d{i};" for i in range(READ_PORTS))
     conns = ", ".join(f".rd_addr__{i}(a{i}), .rd_data__{i}(d{i})" for i in range(READ_PORTS))
     rf = ", ".join(f".rd_addr__{i}(a{i}), .rd_data__{i}(d{i})" for i in range(READ_PORTS))
     width = int(re.search(r"input \[(\d+):0\] issue__instr;", netlist).group(1))
@@ -78,7 +79,7 @@ def unit_netlist(netlist: str, vector_bits: int, load_bits: int) -> str:
 module unit(input clk, input rst, input issue__valid, output issue__ready, input [{width}:0] issue__instr,
             input [{load_bits - 1}:0] load_data, output done, output idle);
 {reads}
-  wire wb_en; wire [3:0] wb_addr; wire [{vector_bits - 1}:0] wb_data;
+  wire wb_en; wire [{addr}:0] wb_addr; wire [{vector_bits - 1}:0] wb_data;
   slice slice(.clk(clk), .rst(rst), .issue__valid(issue__valid), .issue__ready(issue__ready),
               .issue__instr(issue__instr), .load_data(load_data), .done(done), .idle(idle),
               {conns}, .wb_en(wb_en), .wb_addr(wb_addr), .wb_data(wb_data));
@@ -197,6 +198,7 @@ def run_stream(netlist_gz: str, design: str, vector_bits: int, configs: Sequence
     import numpy as np
 
     from tsar.rtl.bench import CompiledDriver, run_to_completion
+    from tsar.rtl.regfile import vector_registers
     from tsar.rtl.unit import VectorUnit
     from tsar.rtl.verilator import CompiledModel
 
@@ -208,7 +210,7 @@ def run_stream(netlist_gz: str, design: str, vector_bits: int, configs: Sequence
     def rand() -> int:
         return int.from_bytes(rng.bytes(vector_bits // 8), "little")
 
-    for r in range(VECTOR_REGISTERS):
+    for r in range(vector_registers(vector_bits)):
         drv.load(r, rand())
     gate.lib.tsar_cov_zero(drv.model.handle)
     start = drv.cycle
@@ -234,11 +236,12 @@ def gate_energy(tsar_synth, cfg: TsarConfig, base_synth=None, cycles: int = 10_0
     import numpy as np
 
     from tsar.rtl.power import base_stream, tsar_stream
+    from tsar.rtl.schedule import tlut_cycles
 
     rng = np.random.default_rng(seed)
     bits = cfg.vector_bits
-    base_prog = base_stream(rng, int(cycles / 1.5))  # ~1.5 cycles per instruction (hazards)
-    group_cycles = cfg.tlut_uops + 8 * cfg.tgemv_uops + 1  # a TLUT, 8 TGEMVs, a VPADDW
+    base_prog = base_stream(rng, int(cycles / 1.5), bits)  # ~1.5 cycles per instruction (hazards)
+    group_cycles = tlut_cycles(cfg) + 8 * cfg.tgemv_uops + 1  # a TLUT, 8 TGEMVs, a VPADDW
     tsar_prog = tsar_stream(cfg, max(1, cycles // group_cycles))
     net, name = tsar_synth.netlist, tsar_synth.name
     runs = [run_stream(net, name, bits, (cfg,), "T-SAR GEMV stream", tsar_prog, seed),

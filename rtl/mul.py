@@ -24,11 +24,9 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tsar.isa.config import VECTOR_REGISTERS
 from tsar.rtl.alu import WORD_BITS
 from tsar.rtl.ops import MAX_LATENCY, MUL_LATENCIES, MulFn
-
-REG_BITS = (VECTOR_REGISTERS - 1).bit_length()
+from tsar.rtl.regfile import reg_bits
 
 
 class Multipliers(wiring.Component):
@@ -143,22 +141,23 @@ class ResultPipe(wiring.Component):
     def __init__(self, bits: int):
         self.bits = bits
         self.lats = len(MUL_LATENCIES)
+        self.regs = reg_bits(bits)
         super().__init__({
             "issue": In(1),
-            "issue_dst": In(REG_BITS),
+            "issue_dst": In(self.regs),
             "issue_lat": In(range(self.lats)),
             "m2_result": In(bits),
             "wb_en": Out(1),
-            "wb_dst": Out(REG_BITS),
+            "wb_dst": Out(self.regs),
             "wb_data": Out(bits),
             "busy": Out(1 + STAGES),
-            "busy_dst": Out(REG_BITS).array(1 + STAGES),
+            "busy_dst": Out(self.regs).array(1 + STAGES),
         })
 
     def elaborate(self, platform) -> Module:
         m = Module()
         valid = [Signal(name=f"v{k}") for k in range(STAGES + 1)]   # 0: M1 -> M2 register
-        dst = [Signal(REG_BITS, name=f"dst{k}") for k in range(STAGES + 1)]
+        dst = [Signal(self.regs, name=f"dst{k}") for k in range(STAGES + 1)]
         lat = [Signal(range(self.lats), name=f"lat{k}") for k in range(STAGES + 1)]
         data = [None] + [Signal(self.bits, name=f"r{k}") for k in range(1, STAGES + 1)]
         m.d.sync += [valid[0].eq(self.issue), dst[0].eq(self.issue_dst), lat[0].eq(self.issue_lat)]

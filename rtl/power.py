@@ -15,10 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.rtl.base import SliceOp
 from tsar.rtl.bench import Driver, simulate
 from tsar.rtl.reference import Instr
+from tsar.rtl.regfile import vector_registers
 from tsar.rtl.synth import SynthResult
 from tsar.rtl.unit import VectorUnit
 
@@ -86,11 +87,13 @@ def _rand(rng: np.random.Generator, bits: int) -> int:
     return int.from_bytes(rng.bytes(bits // 8), "little")
 
 
-def base_stream(rng: np.random.Generator, n: int) -> list[Instr]:
+def base_stream(rng: np.random.Generator, n: int, vector_bits: int) -> list[Instr]:
     """A TL2-like AVX2 kernel mix: ``vpmaddubsw`` (activations x decoded weights) and ``vpmaddwd``
-    (widening) with ``vpaddd`` / ``vpaddw`` accumulation and ``vpand`` / ``vpsubb`` decoding."""
+    (widening) with ``vpaddd`` / ``vpaddw`` accumulation and ``vpand`` / ``vpsubb`` decoding, on
+    the registers of a ``vector_bits`` port."""
     ops = ["vpmaddubsw", "vpmaddubsw", "vpmaddwd", "vpaddd", "vpaddd", "vpaddw", "vpand", "vpsubb"]
-    return [Instr.base(ops[rng.integers(len(ops))], *(int(r) for r in rng.integers(0, VECTOR_REGISTERS, 3)))
+    regs = vector_registers(vector_bits)
+    return [Instr.base(ops[rng.integers(len(ops))], *(int(r) for r in rng.integers(0, regs, 3)))
             for _ in range(n)]
 
 
@@ -98,7 +101,7 @@ def tsar_stream(cfg: TsarConfig, n_tluts: int, tgemvs_per_tlut: int = 8) -> list
     """A GEMV inner loop: TLUT a block of activations, then TGEMVs into rotating accumulators with
     fresh weights each time, and a VPADDW (accumulator widening stand-in) per TLUT."""
     g = cfg.group_regs
-    free = [r for r in range(VECTOR_REGISTERS) if r >= g]
+    free = [r for r in range(vector_registers(cfg.vector_bits)) if r >= g]
     out = []
     for _ in range(n_tluts):
         out.append(Instr(SliceOp.TLUT, 0, 0, free[-1], cfg))
@@ -120,7 +123,7 @@ def stream_activity(unit: VectorUnit, program: Sequence[Instr],
 
     async def bench(drv: Driver) -> None:
         nonlocal cycles
-        for r in range(VECTOR_REGISTERS):
+        for r in range(vector_registers(bits)):
             drv.load(r, _rand(rng, bits))
         for instr in program:
             if instr.op is SliceOp.TGEMV:
@@ -157,8 +160,8 @@ def relative_power(base_synth: SynthResult, tsar_synth: SynthResult, cfg: TsarCo
     on a TLUT/TGEMV kernel stream (``isolate``: the slices with operand isolation, as
     synthesized). Weights are the cells per block of the syntheses."""
     rng = np.random.default_rng(seed)
-    program = base_stream(rng, instructions)
     bits, lr = cfg.vector_bits, "latch"
+    program = base_stream(rng, instructions, bits)
     runs = [("base stream", base_synth, VectorUnit(bits, (), lr, isolate), program),
             ("base stream", tsar_synth, VectorUnit(bits, (cfg,), lr, isolate), program),
             ("T-SAR GEMV stream", tsar_synth, VectorUnit(bits, (cfg,), lr, isolate),

@@ -20,12 +20,13 @@ import numpy as np
 
 from tsar.isa import semantics
 from tsar.isa.codec import TsarInstruction, validate
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.isa.instructions import Field, Kind, instructions
 from tsar.isa.operands import Register
 from tsar.rtl.alu import WORD_BITS as LANE_BITS
 from tsar.rtl.base import SliceOp
 from tsar.rtl.ops import base_op
+from tsar.rtl.regfile import vector_registers
 
 BaseSemantics = Callable[[str, bytes, bytes], bytes]
 """``(mnemonic, src1 bytes, src2 bytes) -> result bytes`` of a base operation (little-endian)."""
@@ -119,13 +120,14 @@ def to_bytes(value: int, n: int) -> np.ndarray:
 
 class SliceModel:
     """Reference model of a :class:`~tsar.rtl.unit.VectorUnit` (port plus register file):
-    architectural state of ``VECTOR_REGISTERS`` registers of ``vector_bits``, as Python ints;
+    architectural state of the registers of ``vector_bits``
+    (:func:`~tsar.rtl.regfile.vector_registers`), as Python ints;
     ``base_semantics`` executes the base operations."""
 
     def __init__(self, vector_bits: int = 256, base_semantics: BaseSemantics | None = None):
         self.vector_bits = vector_bits
         self.lanes = vector_bits // LANE_BITS
-        self.regs = [0] * VECTOR_REGISTERS
+        self.regs = [0] * vector_registers(vector_bits)
         self.base_semantics = base_semantics
 
     def _src2(self, instr: Instr, i: int = 0) -> int:

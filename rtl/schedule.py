@@ -18,6 +18,10 @@ the operand bus:
   -(a0+a1+a2)`` shares a register with its S table and needs three; see :func:`lane_chain`);
 * ``GROUP r w << n``: word ``w`` of group register ``r`` written by an earlier uop, shifted left by
   ``n`` (used by ``c = 4``: ``D[p] = 2*S[p] - S[2^c - 1]``, so the D register follows its S register).
+  Where a block's D and S tables share one register (``c = 4`` on 512 bits), the register is
+  written in two passes, its S words first (:func:`tlut_schedule`): :func:`tlut_cycles` is then
+  ``cfg.tlut_uops`` plus one per such register. In one pass the D words would chain three lane
+  operations (``S[p] = S[lo] + S[hi]``, then ``D[p] = S[p] - S[~p]``), one more than the lanes do.
 
 **TGEMV** (``cfg.tgemv_uops`` uops, :func:`tgemv_schedule`): every lane subtracts two LUT words
 that the operand MUXes select with the weight codes (:func:`tgemv_lane_step`, derived from
@@ -328,11 +332,12 @@ def _step(cfg: TsarConfig, reg: int, block: int, table: str, p: int) -> tuple[La
         if on:
             return LaneStep(LaneOp.SUB, act(on[0]), lane_of("S", _mask(off))), None
         return LaneStep(LaneOp.SUB, ZERO, lane_of("S", full)), None  # S[full] is forwarded itself
-    # D[p] = 2*S[p] - S[all]: read back the S register written by an earlier uop.
+    # D[p] = 2*S[p] - S[all]: read back the S table written by an earlier uop (of this register
+    # itself where the register holds both tables: a first pass, see tlut_schedule).
     s_reg, s_word = _word_place(cfg, block, "S", p)
     t_reg, t_word = _word_place(cfg, block, "S", full)
-    if s_reg == reg or t_reg != s_reg:
-        raise ScheduleError(f"{cfg.name}: c={cfg.c} needs the S table in a register of its own")
+    if t_reg != s_reg:
+        raise ScheduleError(f"{cfg.name}: c={cfg.c} needs a block's S table in one register")
     return (LaneStep(LaneOp.SUB, Source(SrcKind.GROUP, s_word, s_reg, 1),
                      Source(SrcKind.GROUP, t_word, t_reg)), s_reg)
 
@@ -359,11 +364,18 @@ def _word_name(cfg: TsarConfig, word: int) -> str:
     return f"{table}{block}[{pattern}]"
 
 
+ZERO_STEP = LaneStep(LaneOp.ADD, ZERO, ZERO)
+"""A lane that writes zero (the words a first pass leaves for the second)."""
+
+
 @cache
 def tlut_schedule(cfg: TsarConfig, lane_chain: int = LANE_CHAIN) -> tuple[TlutUop, ...]:
-    """The TLUT uops of ``cfg``, in issue order (one per group register; only the tables of
-    ``cfg.lut_tables`` are written). ``lane_chain``: the most lane operations the datapath may chain
-    in one cycle (:data:`LANE_CHAIN`); a configuration whose words need longer chains raises
+    """The TLUT cycles of ``cfg``, in issue order: one uop per group register (``cfg.tlut_uops``;
+    only the tables of ``cfg.lut_tables`` are written), a register whose D words read back its own
+    S table (c = 4 with a block's D and S tables in one register: 512 bits) in two passes, the
+    first writing its S words (D words zero), the second the whole register from that read-back.
+    ``lane_chain``: the most lane operations the datapath may chain in one cycle
+    (:data:`LANE_CHAIN`); a configuration whose words need longer chains raises
     :class:`ScheduleError`."""
     regs: dict[int, tuple[LaneStep, ...]] = {}
     needs: dict[int, set[int]] = {}
@@ -383,12 +395,40 @@ def tlut_schedule(cfg: TsarConfig, lane_chain: int = LANE_CHAIN) -> tuple[TlutUo
                                 f"operations in one cycle; the lanes chain at most {lane_chain}")
     order: list[int] = []
     while len(order) < len(regs):  # registers read back are written first; else register order
-        ready = [r for r in regs if r not in order and needs[r] <= set(order)]
-        order.append(min(ready, key=lambda r: (not any(r in needs[x] for x in regs), r)))
-    uops = tuple(TlutUop(r, regs[r]) for r in order)
-    if len(uops) != cfg.tlut_uops:
-        raise ScheduleError(f"{cfg.name}: {len(uops)} TLUT uops, the ISA says {cfg.tlut_uops}")
-    return uops
+        ready = [r for r in regs if r not in order and needs[r] - {r} <= set(order)]
+        order.append(min(ready, key=lambda r: (not any(r in needs[x] for x in regs if x != r), r)))
+    if len(order) != cfg.tlut_uops:
+        raise ScheduleError(f"{cfg.name}: {len(order)} TLUT uops, the ISA says {cfg.tlut_uops}")
+    uops = []
+    for r in order:
+        if r in needs[r]:
+            uops.append(TlutUop(r, _first_pass(cfg, r, regs[r])))
+        uops.append(TlutUop(r, regs[r]))
+    return tuple(uops)
+
+
+def _first_pass(cfg: TsarConfig, reg: int, steps: tuple[LaneStep, ...]) -> tuple[LaneStep, ...]:
+    """The first pass of a register that reads itself back: the lanes that read it back (or forward
+    from one that does) write zero; ScheduleError if the second pass reads back such a word."""
+    own = {lane for lane, step in enumerate(steps)
+           if any(s.kind is SrcKind.GROUP and s.reg == reg for s in (step.a, step.b))}
+    grew = True
+    while grew:
+        more = {lane for lane, step in enumerate(steps)
+                if any(s.kind is SrcKind.LANE and s.index in own for s in (step.a, step.b))}
+        grew = bool(more - own)
+        own |= more
+    read = {s.index for step in steps for s in (step.a, step.b) if s.kind is SrcKind.GROUP and s.reg == reg}
+    if read & own:
+        word = reg * cfg.lanes + min(read & own)
+        raise ScheduleError(f"{cfg.name}: {_word_name(cfg, word)} is read back in the pass that writes it")
+    return tuple(ZERO_STEP if lane in own else step for lane, step in enumerate(steps))
+
+
+def tlut_cycles(cfg: TsarConfig) -> int:
+    """Cycles one TLUT of ``cfg`` takes on the slice: ``cfg.tlut_uops``, plus one for each register
+    written in two passes (:func:`tlut_schedule`)."""
+    return len(tlut_schedule(cfg))
 
 
 def _wrap(x: np.ndarray, bits: int) -> np.ndarray:
@@ -491,9 +531,12 @@ def _compare(cfg: TsarConfig, what: str, got: np.ndarray, want: np.ndarray) -> N
 
 def format_schedule(cfg: TsarConfig) -> str:
     """The uop schedule of both instructions as text (for docs and ``tsar rtl sim --schedule``)."""
-    lines = [f"{cfg.tlut_mnemonic}: {cfg.tlut_uops} uops, one group register each"]
-    for n, uop in enumerate(tlut_schedule(cfg)):
-        lines.append(f"  uop {n}: writes group register {uop.reg}")
+    uops = tlut_schedule(cfg)
+    passes = f" in {len(uops)} cycles (two passes where a register reads itself back)" \
+        if len(uops) != cfg.tlut_uops else ""
+    lines = [f"{cfg.tlut_mnemonic}: {cfg.tlut_uops} uops, one group register each{passes}"]
+    for n, uop in enumerate(uops):
+        lines.append(f"  {'cycle' if passes else 'uop'} {n}: writes group register {uop.reg}")
         for w, step in enumerate(uop.steps):
             name = _word_name(cfg, uop.reg * cfg.lanes + w)
             lines.append(f"    lane {w:2}: {name:8} = {step}")

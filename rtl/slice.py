@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from tsar.isa.config import ADDER_TREE_FAN_IN, TsarConfig
 from tsar.rtl.adder_tree import AdderTrees
 from tsar.rtl.alu import WIDE_BITS, WORD_BITS, SimdAlu
-from tsar.rtl.base import REG_BITS, Decode, SliceOp, WriteBack, issue_signature
+from tsar.rtl.base import Decode, SliceOp, WriteBack, issue_signature
 from tsar.rtl.extension import (
     LUT_READ_POLICIES,
     LutBuffer,
@@ -22,7 +22,7 @@ from tsar.rtl.extension import (
 )
 from tsar.rtl.mul import DotCombine, Multipliers, ResultPipe
 from tsar.rtl.ops import AluFn
-from tsar.rtl.regfile import READ_PORTS
+from tsar.rtl.regfile import READ_PORTS, reg_bits
 from tsar.rtl.schedule import LaneOp
 
 BASE_BLOCKS = ("decode", "alu", "mul", "dot", "pipe", "writeback")
@@ -35,7 +35,8 @@ write-back MUX, sequencer."""
 
 
 class SimdSlice(wiring.Component):
-    """One 256-bit (``vector_bits``) AVX2 integer SIMD port, optionally with T-SAR.
+    """One ``vector_bits`` integer SIMD port (256: AVX2; 512: AVX-512 at full width, 32 lanes and
+    32 zmm register numbers, as Zen 5 executes it), optionally with T-SAR.
 
     ``tsar``: the T-SAR configurations it executes (empty: the base port); ``lut_read``: the
     LUT-group read policy (:mod:`.extension`); ``isolate``: operand isolation (AND gates in the
@@ -64,15 +65,16 @@ class SimdSlice(wiring.Component):
         self.isolate = bool(isolate)
         self.plan = OperandPlan(vector_bits, self.configs) if self.configs else None
         self.load_regs = max([1] + [c.weight_regs for c in self.configs])
+        regs = reg_bits(vector_bits)
         super().__init__({
-            "issue": In(issue_signature(len(self.configs))),
+            "issue": In(issue_signature(len(self.configs), vector_bits)),
             "done": Out(1),
             "idle": Out(1),
-            "rd_addr": Out(REG_BITS).array(READ_PORTS),
+            "rd_addr": Out(regs).array(READ_PORTS),
             "rd_data": In(vector_bits).array(READ_PORTS),
             "load_data": In(vector_bits * self.load_regs),
             "wb_en": Out(1),
-            "wb_addr": Out(REG_BITS),
+            "wb_addr": Out(regs),
             "wb_data": Out(vector_bits),
         })
 
@@ -83,7 +85,7 @@ class SimdSlice(wiring.Component):
     def elaborate(self, platform) -> Module:
         m = Module()
         n, bits = self.words, self.vector_bits
-        m.submodules.decode = dec = Decode(len(self.configs), n, self.isolate)
+        m.submodules.decode = dec = Decode(len(self.configs), bits, self.isolate)
         m.submodules.alu = alu = SimdAlu(n)
         m.submodules.mul = mul = Multipliers(n, self.isolate)
         m.submodules.dot = dot = DotCombine(n)

@@ -190,6 +190,9 @@ PAPER_ROWS = (
 )
 """Rows of the paper's Table II (TSMC 28 nm, Cadence Genus) and the blocks of ours in each."""
 
+PAPER_VECTOR_BITS = 256
+"""Width of the SIMD unit the paper synthesized (its Table II; there is no 512-bit figure)."""
+
 
 PAPER_NAND2_UM2 = 0.5
 """Area of a NAND2 equivalent in the paper's TSMC 28 nm library, um^2 (the 73,560 um^2 base is

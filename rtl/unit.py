@@ -28,7 +28,7 @@ class VectorUnit(wiring.Component):
                  lut_read: str = "latch", isolate: bool = False):
         self.slice = SimdSlice(vector_bits, tsar, lut_read, isolate)
         self.regfile = RegisterFile(vector_bits)
-        super().__init__({"issue": In(issue_signature(len(self.slice.configs))), "done": Out(1),
+        super().__init__({"issue": In(issue_signature(len(self.slice.configs), vector_bits)), "done": Out(1),
                           "idle": Out(1), "load_data": In(vector_bits * self.slice.load_regs)})
 
     @property

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from tsar.common.errors import UserError
 from tsar.common.toolchain import cache_dir
-from tsar.isa.config import VECTOR_REGISTERS, TsarConfig
+from tsar.isa.config import TsarConfig
 from tsar.rtl.cachekey import design_key
+from tsar.rtl.regfile import vector_registers
 
 TOP = "unit"
 
@@ -205,19 +206,20 @@ def unit_verilog(vector_bits: int, configs: Sequence[TsarConfig], lut_read: str,
     end = text.index("endmodule", start)
     module, n = re.subn(r"(reg \[\d+:0\] r\d+)( = )", r"\1 /*verilator public_flat_rw*/\2",
                         text[start:end])
-    if n != VECTOR_REGISTERS:
-        raise VerilatorError(f"found {n} register-file registers in the Verilog, expected {VECTOR_REGISTERS}")
+    if n != vector_registers(vector_bits):
+        raise VerilatorError(f"found {n} register-file registers in the Verilog, expected "
+                             f"{vector_registers(vector_bits)}")
     return text[:start] + module + text[end:]
 
 
 def _harness(vector_bits: int, load_bits: int, fast: bool = False) -> str:
     top = FAST_TICK if fast else dict.fromkeys(FAST_TICK, "")
     fill = {**{k: v.replace("@TOP@", TOP) for k, v in top.items()},
-        "TOP": TOP, "NREGS": str(VECTOR_REGISTERS), "REG_WORDS": str(vector_bits // 32),
+        "TOP": TOP, "NREGS": str(vector_registers(vector_bits)), "REG_WORDS": str(vector_bits // 32),
         "LOAD_WORDS": str(load_bits // 32), "LOAD": "load_data", "VALID": _mangle("issue__valid"),
         "READY": _mangle("issue__ready"), "INSTR": _mangle("issue__instr"),
         "REG_INIT": " ".join(f"h->regs[{i}] = h->m->rootp->{TOP}__DOT__regfile__DOT__r{i}.data();"
-                             for i in range(VECTOR_REGISTERS)),
+                             for i in range(vector_registers(vector_bits))),
     }
     return re.sub(r"@(\w+)@", lambda m: fill[m.group(1)], HARNESS)
 

@@ -5,7 +5,9 @@ Assumptions (also in docs/timing.md):
 * uops: the cycles the instruction occupies the port back to back, measured on the RTL with the
   LUT group latched (:func:`tsar.isa.measured_cycles.rtl_timing`, ``isa/data/rtl_cycles.json``);
   for a configuration the RTL table does not cover, ``cfg.tlut_uops`` / ``cfg.tgemv_uops`` from
-  :mod:`tsar.isa.config` (paper section III-C). The two agree for every measured configuration.
+  :mod:`tsar.isa.config` (paper section III-C). The two agree for every measured configuration
+  but c4s4-512's TLUT: 8 cycles for 4 registers, each zmm written in two passes because it holds
+  a whole block's D and S tables (``tsar.rtl.schedule.tlut_cycles``, docs/dse.md).
 * ports: each uop occupies the vector ports of the dot-product path, i.e. the port usage of one
   VPMADDWD (register form, same vector width) on that microarchitecture, for as many port-cycles
   as one VPMADDWD takes (so on Gracemont, with 128-bit units, a 256-bit uop takes two passes).

@@ -1,11 +1,12 @@
 """Waveforms, Verilog, synthesis, power and the ``tsar rtl`` command."""
 
+import re
 import subprocess
 
 import pytest
 
 from tsar.cli.main import main
-from tsar.isa import C2S4
+from tsar.isa import C2S4, C2S4_512, C4S4_512
 from tsar.rtl.base import SliceOp
 from tsar.rtl.bench import write_waveform
 from tsar.rtl.cells import CELLS, FLOP, PREFIX, liberty
@@ -42,6 +43,28 @@ def test_verilog_of_both_variants():
     tsar = to_verilog(256, (C2S4,))
     assert "module slice(" in base and "module slice(" in tsar
     assert "tsar_operands" in tsar and "tsar_operands" not in base
+
+
+@pytest.mark.parametrize("cfg", [C2S4_512, C4S4_512], ids=lambda c: c.name)
+def test_verilog_of_the_512_bit_ports(cfg):
+    """The 512-bit base and T-SAR ports: zmm-wide write port and lanes, register numbers for the
+    32 EVEX registers, the LUT-group buffer of the configuration's group, weights of its register
+    count on the load port; the same blocks as at 256 bits (area and cycles: slow tier, cycles
+    table)."""
+    from tsar.rtl.regfile import reg_bits
+
+    def port(text: str, name: str) -> int:
+        return int(re.search(rf"(?:input|output|wire) \[(\d+):0\] {name};", text).group(1)) + 1
+
+    base, tsar = to_verilog(512), to_verilog(512, (cfg,))
+    for text in (base, tsar):
+        assert port(text, "wb_data") == cfg.vector_bits
+        assert port(text, "wb_addr") == reg_bits(512) == (cfg.addressable_registers - 1).bit_length()
+        assert all(f"\\slice.{b} " in text for b in BASE_BLOCKS)
+    assert port(tsar, "load_data") == cfg.weight_regs * cfg.vector_bits
+    lutbuf = tsar[tsar.index("module \\slice.tsar_lutbuf"):]
+    assert port(lutbuf[:lutbuf.index("endmodule")], "group") == cfg.group_regs * cfg.vector_bits
+    assert all(f"\\slice.{b} " in tsar and b not in base for b in TSAR_BLOCKS)
 
 
 def test_liberty_is_read_by_yosys(tmp_path):
@@ -97,6 +120,22 @@ def test_synthesis_and_power_256():
     assert "T-SAR GEMV stream" in format_power([base_run, idle, kernel])
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg", [C2S4_512, C4S4_512], ids=lambda c: c.name)
+def test_synthesis_512(cfg):
+    """Table II at 512 bits, one Yosys run at a time (2-core machine, from an empty cache: base
+    about 2 min, c2s4-512 and c4s4-512 about 8-9 each; cached afterwards): the T-SAR port's base
+    blocks are the base port's, T-SAR adds area, and the 512-bit base port is twice the 256-bit
+    one (twice the lanes)."""
+    (base,) = synthesize([(512, ())])
+    (tsar,) = synthesize([(512, (cfg,))])
+    assert set(base.blocks) == set(BASE_BLOCKS) and set(tsar.blocks) == set(BASE_BLOCKS + TSAR_BLOCKS)
+    assert tsar.total(BASE_BLOCKS).area_um2 == pytest.approx(base.total().area_um2, rel=0.03)
+    assert area_table(base, tsar)[-1].overhead_pct > 0
+    (base256,) = synthesize([(256, ())])
+    assert base.total().area_um2 == pytest.approx(2 * base256.total().area_um2, rel=0.05)
+
+
 def test_cli_sim_and_verilog(tmp_path, capsys):
     wave = tmp_path / "w.vcd"
     assert main(["rtl", "sim", "--config", "c2s4", "--cases", "1", "--vcd", str(wave)]) == 0
@@ -108,6 +147,21 @@ def test_cli_sim_and_verilog(tmp_path, capsys):
 
 def test_cli_rejects_mixed_widths():
     assert main(["rtl", "sim", "--config", "c2s4", "--config", "c2s4-128"]) == 1
+    assert main(["rtl", "sim", "--config", "c2s4", "--config", "c2s4-512"]) == 1
+
+
+def test_cli_512_bit_sim_schedule_and_verilog(tmp_path, capsys):
+    """tsar rtl sim / verilog take the 512-bit configurations: one port of both, checked against
+    the semantics, the two-pass TLUT4x4 in the schedule; Verilog of the 512-bit base and T-SAR
+    ports."""
+    args = ["--config", "c2s4-512", "--config", "c4s4-512"]
+    assert main(["rtl", "sim", *args, "--cases", "1", "--schedule", "--timing"]) == 0
+    out = capsys.readouterr().out
+    assert "0 mismatches" in out and "tlut4x4: 4 uops, one group register each in 8 cycles" in out
+    assert re.search(r"tgemv16x32 +4 +4\.00", out) and re.search(r"tlut2x4 +1 +1\.00", out)
+    assert main(["rtl", "verilog", *args, "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "slice-512-c2s4-512+c4s4-512.v").is_file()
+    assert (tmp_path / "slice-512-base.v").is_file()
 
 
 def test_slice_op_names_match_reference():

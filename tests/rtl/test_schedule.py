@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tsar.isa import C2S4, C2S4_128, C4S4, TsarConfig, config, semantics
+from tsar.isa import C2S4, C2S4_128, C2S4_512, C4S4, C4S4_512, TsarConfig, config, semantics
 from tsar.rtl.extension import OperandPlan
 from tsar.rtl.schedule import (
     LANE_CHAIN,
@@ -15,10 +15,11 @@ from tsar.rtl.schedule import (
     run_tgemv_schedule,
     run_tlut_schedule,
     tgemv_schedule,
+    tlut_cycles,
     tlut_schedule,
 )
 
-CONFIGS = [C2S4, C4S4, C2S4_128]
+CONFIGS = [C2S4, C4S4, C2S4_128, C2S4_512, C4S4_512]
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
@@ -41,10 +42,33 @@ def test_tgemv_schedule_matches_semantics(cfg):
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
 def test_one_register_per_uop(cfg):
+    """One uop per group register (the ISA's count); a register that holds a c = 4 block's D and
+    S tables (512 bits) is written in two passes, so TLUT4x4 takes 8 cycles there."""
     uops = tlut_schedule(cfg)
-    assert len(uops) == cfg.tlut_uops
-    assert sorted(u.reg for u in uops) == list(range(cfg.group_regs))
+    assert sorted({u.reg for u in uops}) == list(range(cfg.group_regs)) and cfg.tlut_uops == cfg.group_regs
     assert all(len(u.steps) == cfg.lanes for u in uops)
+    shared = cfg.c == 4 and cfg.block_words * cfg.lut_bits == cfg.vector_bits
+    assert len(uops) == tlut_cycles(cfg) == cfg.tlut_uops * (2 if shared else 1)
+
+
+def test_c4s4_512_writes_s_then_reads_it_back():
+    """c4s4-512: per register (block b: D_b then S_b), a first pass writes S_b and zero D words,
+    the second writes D_b = 2*S_b - S_b[15] from the first pass's S words and S_b again."""
+    cfg = C4S4_512
+    uops = tlut_schedule(cfg)
+    assert [u.reg for u in uops] == [r for r in range(cfg.group_regs) for _ in range(2)]
+    for first, second in zip(uops[::2], uops[1::2], strict=True):
+        for lane in range(cfg.lanes):
+            block, table, pattern = cfg.word_meaning(first.reg * cfg.lanes + lane)
+            if table == "D":
+                assert str(first.steps[lane]) == "zero + zero"
+                s_reg, s_word = divmod(cfg.word_index(block, "S", pattern), cfg.lanes)
+                _, all_word = divmod(cfg.word_index(block, "S", cfg.patterns - 1), cfg.lanes)
+                assert s_reg == first.reg
+                assert str(second.steps[lane]) == f"(g{s_reg}[{s_word}]<<1) - g{s_reg}[{all_word}]"
+            else:
+                assert first.steps[lane] == second.steps[lane]
+    assert "8 cycles" in format_schedule(cfg)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)

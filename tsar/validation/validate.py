@@ -262,6 +262,15 @@ def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0, isa: str =
                        lambda d: (d, M, K, bm, bk, a, np.zeros(work_bytes + 64, np.uint8), out),
                        lambda d: (_ptr(d), M, K, bm, bk, _ptr(a), _ptr(work), _ptr(out)),
                        work_bytes, [a, out, work])
+    if NATIVE_KERNELS[name].prepared:  # (w, m, k, a, work, out): one token's prepared activations
+        size_fn = getattr(lib, f"tsar_sim_{sim_entry(name, isa)}_work_size")
+        size_fn.restype = ctypes.c_ulong
+        work_bytes = int(size_fn(M, K, 0, 0))
+        work = aligned_empty(work_bytes + 64)
+        return _Kernel(name, sim_entry(name, isa), M, K, packed.data,
+                       lambda d: (d, M, K, a, np.zeros(work_bytes + 64, np.uint8), out),
+                       lambda d: (_ptr(d), M, K, _ptr(a), _ptr(work), _ptr(out)), work_bytes,
+                       [a, out, work])
     return _Kernel(name, sim_entry(name, isa), M, K, packed.data, lambda d: (d, M, K, a, out),
                    lambda d: (_ptr(d), M, K, _ptr(a), _ptr(out)), 0, [a, out])
 
