@@ -121,12 +121,13 @@ def test_synthesis_and_power_256():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cfg", [C2S4_512, C4S4_512], ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", [C2S4_512], ids=lambda c: c.name)
 def test_synthesis_512(cfg):
     """Table II at 512 bits, one Yosys run at a time (2-core machine, from an empty cache: base
-    about 2 min, c2s4-512 and c4s4-512 about 8-9 each; cached afterwards): the T-SAR port's base
-    blocks are the base port's, T-SAR adds area, and the 512-bit base port is twice the 256-bit
-    one (twice the lanes)."""
+    about 2 min, c2s4-512 about 9; cached afterwards): the T-SAR port's base blocks are the base
+    port's, T-SAR adds area, and the 512-bit base port is twice the 256-bit one (twice the lanes).
+    c4s4-512 (another 8 minutes, the same flow) is left to `tsar rtl area --config c4s4-512` to
+    keep the slow tier inside CI's time."""
     (base,) = synthesize([(512, ())])
     (tsar,) = synthesize([(512, (cfg,))])
     assert set(base.blocks) == set(BASE_BLOCKS) and set(tsar.blocks) == set(BASE_BLOCKS + TSAR_BLOCKS)
