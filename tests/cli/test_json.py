@@ -121,6 +121,8 @@ def test_model_estimate_json(capsys, monkeypatch):
 
     tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
     monkeypatch.setattr("tsar.estimate.model.get_model", lambda name: tiny)
+    # three of the Mobile's natives (all of them: the slow test below)
+    monkeypatch.setattr("tsar.estimate.model.natives_for", lambda isa: ("tl2", "int2", "int2-avxvnni"))
     doc = _doc(capsys, ["-q", "compare", "--model", "bitnet-700m", "--platform", "mobile", "--json"],
                "model-estimate")
     assert doc["estimate"]["model"] == "tiny" and doc["estimate"]["threads"] == 4

@@ -5,6 +5,7 @@ import pytest
 from tsar.compare import compare
 from tsar.estimate.dataflow import select
 from tsar.estimate.layer import platform_named
+from tsar.isa.config import C2S4_512, C4S4
 from tsar.kernels.tsar_plan import (
     FLOWS,
     TOKEN_BLOCKED,
@@ -53,9 +54,11 @@ def test_gemm_dataflows_are_timed_from_a_block_of_tokens() -> None:
 @pytest.mark.parametrize("n", [1, 32])
 def test_selection_ranks_as_compare_does(n: int) -> None:
     """One estimator: every candidate's time is the one ``tsar compare`` models on the same
-    platform, so the selected kernel is compare's fastest T-SAR kernel."""
-    sel = select(64, 256, n, platform="laptop")
-    cmp = compare(n, 64, 256, "laptop")
+    platform, so the selected kernel is compare's fastest T-SAR kernel (every dataflow of a 256- and
+    a 512-bit configuration; test_selection_ranks_every_kernel ranks them all)."""
+    kernels = tuple(kernel_name(cfg, flow) for cfg in (C4S4, C2S4_512) for flow in FLOWS)
+    sel = select(64, 256, n, kernels=kernels, platform="laptop")
+    cmp = compare(n, 64, 256, "laptop", tsar_kernels=kernels)
     freq = platform_named("laptop").core.frequency_ghz * 1e9
     for c in sel.candidates:
         assert c.cycles * n / freq == pytest.approx(cmp.row(c.kernel).seconds, rel=1e-9), c.kernel

@@ -45,7 +45,8 @@ def test_verilog_of_both_variants():
     assert "tsar_operands" in tsar and "tsar_operands" not in base
 
 
-@pytest.mark.parametrize("cfg", [C2S4_512, C4S4_512], ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg", [C2S4_512, pytest.param(C4S4_512, marks=pytest.mark.slow)],
+                         ids=lambda c: c.name)
 def test_verilog_of_the_512_bit_ports(cfg):
     """The 512-bit base and T-SAR ports: zmm-wide write port and lanes, register numbers for the
     32 EVEX registers, the LUT-group buffer of the configuration's group, weights of its register
@@ -151,6 +152,7 @@ def test_cli_rejects_mixed_widths():
     assert main(["rtl", "sim", "--config", "c2s4", "--config", "c2s4-512"]) == 1
 
 
+@pytest.mark.slow
 def test_cli_512_bit_sim_schedule_and_verilog(tmp_path, capsys):
     """tsar rtl sim / verilog take the 512-bit configurations: one port of both, checked against
     the semantics, the two-pass TLUT4x4 in the schedule; Verilog of the 512-bit base and T-SAR

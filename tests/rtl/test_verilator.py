@@ -91,6 +91,7 @@ def test_compiled_timing():
         assert latch[cfg.tgemv_mnemonic].throughput == cfg.tgemv_uops
 
 
+@pytest.mark.slow
 def test_512_bit_port_thousands(rng):
     """The 512-bit port with both 512-bit configurations (32 zmm registers, latch): >= 200 random
     instructions per base operation, 500 TLUTs and 1000 TGEMVs per configuration, and its cycles:
