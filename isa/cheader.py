@@ -133,13 +133,9 @@ def _common_asm() -> list[str]:
         '    .error "tsar.h: \\reg is not a 64-bit general register (pass a pointer)"',
         "  .endif",
         ".endm",
-        # tsar_vex_mem OPC, L, REG, VVVV, BASE: VEX3 (map, W0, pp 00), the opcode, ModRM.reg = REG and
-        # the memory operand [BASE] (SIB for rsp/r12, disp8 0 for rbp/r13)
-        ".macro tsar_vex_mem opc, l, reg, vvvv, base",
-        "  .byte 0xC4",
-        f"  .byte ((((~(\\reg >> 3)) & 1) << 7) | (1 << 6) | (((~(\\base >> 3)) & 1) << 5) | {VEX_MAP})",
-        "  .byte ((0 << 7) | (((~\\vvvv) & 15) << 3) | (\\l << 2) | 0)",
-        "  .byte \\opc",
+        # tsar_modrm REG, BASE: ModRM.reg = REG and the memory operand [BASE] (SIB for rsp/r12,
+        # disp8 0 for rbp/r13)
+        ".macro tsar_modrm reg, base",
         "  .if (\\base & 7) == 4",
         "    .byte (((\\reg & 7) << 3) | 4), 0x24",
         "  .elseif (\\base & 7) == 5",
@@ -148,8 +144,16 @@ def _common_asm() -> list[str]:
         "    .byte (((\\reg & 7) << 3) | (\\base & 7))",
         "  .endif",
         ".endm",
-        # tsar_evex_mem OPC, LL, REG, VVVV, BASE: EVEX (map, W0, pp 00, no mask), the opcode, ModRM.reg
-        # = REG (R' its bit 4, V' vvvv's) and the memory operand [BASE] as tsar_vex_mem's
+        # tsar_vex_mem OPC, L, REG, VVVV, BASE: VEX3 (map, W0, pp 00), the opcode, tsar_modrm
+        ".macro tsar_vex_mem opc, l, reg, vvvv, base",
+        "  .byte 0xC4",
+        f"  .byte ((((~(\\reg >> 3)) & 1) << 7) | (1 << 6) | (((~(\\base >> 3)) & 1) << 5) | {VEX_MAP})",
+        "  .byte ((0 << 7) | (((~\\vvvv) & 15) << 3) | (\\l << 2) | 0)",
+        "  .byte \\opc",
+        "  tsar_modrm \\reg, \\base",
+        ".endm",
+        # tsar_evex_mem OPC, LL, REG, VVVV, BASE: EVEX (map, W0, pp 00, no mask; R' bit 4 of REG, V'
+        # of VVVV), the opcode, tsar_modrm
         ".macro tsar_evex_mem opc, ll, reg, vvvv, base",
         "  .byte 0x62",
         "  .byte ((((~(\\reg >> 3)) & 1) << 7) | (1 << 6) | (((~(\\base >> 3)) & 1) << 5)"
@@ -157,13 +161,7 @@ def _common_asm() -> list[str]:
         "  .byte ((0 << 7) | (((~\\vvvv) & 15) << 3) | (1 << 2) | 0)",
         "  .byte ((\\ll << 5) | (((~(\\vvvv >> 4)) & 1) << 3))",
         "  .byte \\opc",
-        "  .if (\\base & 7) == 4",
-        "    .byte (((\\reg & 7) << 3) | 4), 0x24",
-        "  .elseif (\\base & 7) == 5",
-        "    .byte ((1 << 6) | ((\\reg & 7) << 3) | 5), 0",
-        "  .else",
-        "    .byte (((\\reg & 7) << 3) | (\\base & 7))",
-        "  .endif",
+        "  tsar_modrm \\reg, \\base",
         ".endm",
     ]
     return lines
