@@ -209,9 +209,14 @@ def _source(run: Run) -> str | None:
 def _signature(run: Run) -> str | None:
     """The generated assembly of a T-SAR run with every number (immediates, displacements, loop
     bounds, and the shape in its header) blanked out; None where the shape cannot take the run's
-    loop forms. Labels keep their numbers: they count the loops emitted."""
+    loop forms. Labels keep their numbers: they count the loops emitted. A ``.byte`` instruction
+    counts by its text (the comment), not its bytes, whose number depends on the displacements."""
     source = _source(run)
-    return None if source is None else _NUMBER.sub("#", source)
+    if source is None:
+        return None
+    lines = (line if _instruction(line) is None or not line.lstrip().startswith(".byte")
+             else line.partition(";")[2] for line in source.splitlines())
+    return _NUMBER.sub("#", "\n".join(lines))
 
 
 @cache
@@ -443,9 +448,9 @@ def _assembler() -> bytes:
     return digest.digest()
 
 
-LAYOUT_VERSION = 2
-"""Version of how a T-SAR run's code layout is read from its listing (part of the cache key: 2 counts
-the generator's ``.byte`` instructions)."""
+LAYOUT_VERSION = 3
+"""Version of how a T-SAR run's code layout and signature are read from its source (part of the
+cache key: 2 counts the generator's ``.byte`` instructions, 3 compares them by their text)."""
 
 
 def _digest(run: Run) -> str:
