@@ -112,9 +112,16 @@ def report(tmp_path_factory, _module_counts):
     tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
     cache = tmp_path_factory.mktemp("report-cache")
     (cache / "counts").symlink_to(_module_counts, target_is_directory=True)
+    from tsar.simulate.native_kernel import natives_for
+
+    def fewer(isa):  # the TL2 and int2 builds each platform runs (every native: compare's own tests)
+        return tuple(k for k in natives_for(isa) if k.split("-")[0] in ("tl2", "int2"))
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TSAR_CACHE_DIR", str(cache))
         mp.setattr("tsar.estimate.model.get_model", lambda name: tiny)
+        mp.setattr("tsar.compare.natives_for", fewer)
+        mp.setattr("tsar.estimate.model.natives_for", fewer)
         kernels = ("tsar-c2s4-op", "tsar-c4s4-op")
         layers = {p: [compare(1, m, k, p, tsar_kernels=kernels) for m, k in ((256, 384), (512, 256))]
                   for p in ("workstation", "mobile")}
