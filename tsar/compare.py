@@ -42,6 +42,19 @@ if TYPE_CHECKING:
 
 BASELINE = "tl2"
 ISA_NAMES = {"avx2": "AVX2", "avxvnni": "AVX-VNNI", "avx512": "AVX-512 VNNI"}
+
+
+def isa_name(kernel: str, isa: str) -> str:
+    """How a native build's ISA is named: its level (:data:`ISA_NAMES`), plus what the kernel's
+    rows need beyond it (trit5 with AVX-512: ``AVX-512 VNNI, VBMI``)."""
+    from tsar.kernels.registry import NATIVE_KERNELS, split_native_label
+
+    name = ISA_NAMES.get(isa, isa)
+    try:
+        extra = dict(NATIVE_KERNELS[split_native_label(kernel)[0]].level_flags).get(isa, ())
+    except KeyError:
+        return name
+    return ", ".join([name, *(flag.removeprefix("avx512").upper() for flag in extra)])
 """How tables name the natives' ISA levels."""
 MEASURED_NATIVE = COMPARED
 MODELLED = "modelled"
@@ -189,7 +202,7 @@ class Comparison(Tabular):
                 continue
             out.append(f"best T-SAR {label}: {t.kernel} {base / t.time(how):.2f}x TL2, "  # type: ignore[operator]
                        f"{n.time(how) / t.time(how):.2f}x the best native kernel "  # type: ignore[operator]
-                       f"({n.kernel}, {ISA_NAMES.get(n.isa, n.isa)})")
+                       f"({n.kernel}, {isa_name(n.kernel, n.isa)})")
         return out
 
 

@@ -61,7 +61,7 @@ def _indent(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from tsar.cli.shapes import parse_shape
-    from tsar.compare import ISA_NAMES, compare
+    from tsar.compare import compare, isa_name
     from tsar.isa import configs
     from tsar.kernels import quant
     from tsar.rtl.bench import measured_cycles
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         traffic = t.bytes_per_token / base.bytes_per_token
         print(f"  {name:12} best T-SAR {t.kernel:16} {_pm(t)}   TL2 {_pm(base)}   speedup "
               f"{base.seconds / t.seconds:5.2f}x   traffic {traffic:4.2f}x of TL2")
-        print(f"  {'':12} best native of its ISA: {native.kernel} ({ISA_NAMES.get(native.isa, native.isa)}) "
+        print(f"  {'':12} best native of its ISA: {native.kernel} ({isa_name(native.kernel, native.isa)}) "
               f"{_pm(native)}   T-SAR {native.seconds / t.seconds:5.2f}x it")
     print("  Modelled times carry the model's validated error on this host for the kernel family; "
           + (host_cmp.error_source or "none available (run 'tsar validate-model')") + ".")
