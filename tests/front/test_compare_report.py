@@ -344,3 +344,12 @@ def _screenshot_is_not_blank(page, shot) -> None:
     pixels = mpimg.imread(shot)
     assert pixels.shape[0] >= 2000 and pixels.shape[1] >= 1100
     assert np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0).shape[0] > 50
+
+
+def test_isa_names_say_what_a_build_needs() -> None:
+    """A native build's ISA label adds the flags its rows need beyond the level (trit5: VBMI)."""
+    from tsar.compare import isa_name
+
+    assert isa_name("trit5-avx512", "avx512") == "AVX-512 VNNI, VBMI"
+    assert isa_name("int2-avx512", "avx512") == "AVX-512 VNNI"
+    assert isa_name("trit5-avxvnni", "avxvnni") == "AVX-VNNI" and isa_name("tl2", "avx2") == "AVX2"
