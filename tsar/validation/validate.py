@@ -252,25 +252,17 @@ def _make(lib: ctypes.CDLL, name: str, M: int, K: int, seed: int = 0, isa: str =
     a = rng.integers(-127, 128, K, dtype=np.int8)
     out = np.zeros(M, np.int32)
     packed = pack_native(name, w)
-    if NATIVE_KERNELS[name].blocked:
+    spec = NATIVE_KERNELS[name]
+    if spec.gemv_work:  # LUT tables (blocked: takes bm, bk) or one token's prepared activations
+        blocks = (packed.bm, packed.bk) if spec.blocked else ()
         size_fn = getattr(lib, f"tsar_sim_{sim_entry(name, isa)}_work_size")
         size_fn.restype = ctypes.c_ulong
-        work_bytes = int(size_fn(M, K, packed.bm, packed.bk))
+        work_bytes = int(size_fn(M, K, *(blocks or (0, 0))))
         work = aligned_empty(work_bytes + 64)
-        bm, bk = packed.bm, packed.bk
         return _Kernel(name, sim_entry(name, isa), M, K, packed.data,
-                       lambda d: (d, M, K, bm, bk, a, np.zeros(work_bytes + 64, np.uint8), out),
-                       lambda d: (_ptr(d), M, K, bm, bk, _ptr(a), _ptr(work), _ptr(out)),
+                       lambda d: (d, M, K, *blocks, a, np.zeros(work_bytes + 64, np.uint8), out),
+                       lambda d: (_ptr(d), M, K, *blocks, _ptr(a), _ptr(work), _ptr(out)),
                        work_bytes, [a, out, work])
-    if NATIVE_KERNELS[name].prepared:  # (w, m, k, a, work, out): one token's prepared activations
-        size_fn = getattr(lib, f"tsar_sim_{sim_entry(name, isa)}_work_size")
-        size_fn.restype = ctypes.c_ulong
-        work_bytes = int(size_fn(M, K, 0, 0))
-        work = aligned_empty(work_bytes + 64)
-        return _Kernel(name, sim_entry(name, isa), M, K, packed.data,
-                       lambda d: (d, M, K, a, np.zeros(work_bytes + 64, np.uint8), out),
-                       lambda d: (_ptr(d), M, K, _ptr(a), _ptr(work), _ptr(out)), work_bytes,
-                       [a, out, work])
     return _Kernel(name, sim_entry(name, isa), M, K, packed.data, lambda d: (d, M, K, a, out),
                    lambda d: (_ptr(d), M, K, _ptr(a), _ptr(out)), 0, [a, out])
 
