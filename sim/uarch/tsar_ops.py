@@ -65,7 +65,10 @@ def issue_cycles(cfg: TsarConfig, kind: str) -> int:
 
 def tsar_timing(uarch: Uarch, mnemonic: str, operands: tuple[str, ...]) -> InstrTiming:
     """Timing of a T-SAR form, e.g. ``("tgemv8x16", ("ymm", "ymm", "m256"))``."""
-    reg_class = operands[0] if operands and operands[0] in ("xmm", "ymm", "zmm") else None
+    from tsar.isa.config import VECTOR_WIDTHS
+
+    classes = {cls for cls, _ in VECTOR_WIDTHS.values()}
+    reg_class = operands[0] if operands and operands[0] in classes else None
     cfg, kind = tsar_config_for(mnemonic, reg_class)
     vec = cfg.register_class
     ref = uarch.lookup(DOT_PRODUCT_REFERENCE, (vec, vec, vec))
