@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from itertools import groupby, product
 
 import iced_x86 as iced
@@ -86,11 +86,12 @@ def _evex_forms() -> tuple[dict[tuple[str, tuple[str, ...]], int], frozenset[str
     return forms, frozenset(evex - other)
 
 
-def _needs_evex(line: str) -> bool:
+def _needs_evex(line: str, tsar_mnemonics: frozenset[str] | None = None) -> bool:
     """Whether an x86 line needs EVEX: a zmm, an x/ymm above the VEX registers, or an EVEX-only
-    mnemonic (T-SAR lines are the assembler's)."""
+    mnemonic (T-SAR lines, of ``tsar_mnemonics`` (default: the registered ones), are the
+    assembler's)."""
     mnemonic = line.split(" ", 1)[0]
-    if mnemonic in mnemonics():
+    if mnemonic in (mnemonics() if tsar_mnemonics is None else tsar_mnemonics):
         return False
     return (any(r == "zmm" or int(n) >= VECTOR_REGISTERS for r, n in _VECTOR_RE.findall(line))
             or mnemonic in _evex_forms()[1])
@@ -141,6 +142,13 @@ def _evex_line(line: str) -> str:
     return f"{byte_line(ins)}  ; {line}"
 
 
+@lru_cache(maxsize=1 << 16)
+def _emitted(line: str, tsar_mnemonics: frozenset[str]) -> str:
+    """A source line as emitted: indented, and an EVEX one as its ``.byte`` line (the generator emits
+    the same lines for many shapes: each is translated once)."""
+    return f"    {_evex_line(line) if _needs_evex(line, tsar_mnemonics) else line}"
+
+
 LOOP_OMITTED, LOOP_INLINE, LOOP_COUNTED = 0, 1, 2
 """How :meth:`_Emitter.counted_loop` emits a loop: not at all (count 0), its body once (count 1),
 or a counted loop (count 2 or more, or any positive count when a layout is replayed)."""
@@ -153,9 +161,10 @@ class _Emitter:
         self.labels = 0
         self.loops: list[int] = []  # the form of each counted loop, in emission order
         self._replay = None if loops is None else iter(loops)
+        self._tsar = mnemonics()
 
     def __call__(self, *lines: str) -> None:
-        self.lines += [f"    {_evex_line(line) if _needs_evex(line) else line}" for line in lines]
+        self.lines += [_emitted(line, self._tsar) for line in lines]
 
     def label(self, name: str) -> str:
         self.labels += 1
