@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tsar.console import Steps
+from tsar.console import Steps, Work
 from tsar.errors import UserError
 from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
@@ -238,7 +238,9 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
 
     families = [(kernel, "T-SAR") for kernel in tsar_kernels] + [(k, "native") for k in natives]
     # the first count that is not cached simulates every kernel's missing runs, in parallel
-    with announced(compare_requests(N, M, K, tsar_kernels, natives)):
+    simulating = Work(f"{plat.name}: simulating the missing counts", unit="%", say=progress,
+                      every=2.0) if progress else None
+    with announced(compare_requests(N, M, K, tsar_kernels, natives), simulating):
         for kernel, family in families:
             step(f"{plat.name}: simulating {'native ' * (family == 'native')}{kernel} {M} x {K}")
             c = counts[kernel] = counts_for(kernel, N, M, K)

@@ -29,7 +29,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from tsar.compare import MEASURED, MODELLED, Comparison, Row, compare, compare_requests
-from tsar.console import Steps, detail
+from tsar.console import Steps, Work, detail
 from tsar.estimate.layer import modelled, platform_named
 from tsar.estimate.model import ModelEstimate, evaluate, model_requests
 from tsar.models import BITNET_2B, BITNET_2B_LAYERS, PREFILL_TOKENS
@@ -238,7 +238,7 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
                 for r in compare_requests(n, m, k, natives=natives)]
     requests += [r for model in REPORT_MODELS for r in model_requests(model, natives=natives)]
     say("simulating the kernels on every layer shape, in parallel (cached after the first run)")
-    prefetch(requests)
+    prefetch(requests, progress=Work("simulating", unit="%", say=say, every=2.0))
     # the modelled platforms' comparisons and model estimates: timing-model work, in parallel
     jobs = [("model", model, name) for model in REPORT_MODELS for name in SHIPPED]
     jobs += [("layer", name, m, k, n) for n in (1, PREFILL_TOKENS) for name in SHIPPED

@@ -3,6 +3,7 @@
 Extrapolated counts (:mod:`tsar.simulate.counts`) must equal a whole simulation in every count, for
 every T-SAR dataflow and native core along every axis (tokens, M, K), the GEMM paths included."""
 
+import itertools
 import math
 
 import pytest
@@ -12,6 +13,7 @@ from tsar.kernels.tsar_codegen import LOOP_COUNTED, generate, loop_forms
 from tsar.kernels.tsar_plan import FLOWS, TOKEN_BLOCKED, kernel_name, kernel_names, parse_kernel_name
 from tsar.simulate import counts as counts_mod
 from tsar.simulate.counts import (
+    GEMM_BLOCK,
     ROW_UNIT,
     Run,
     announced,
@@ -182,6 +184,30 @@ def test_native_extrapolation_equals_whole_simulation(kernel: str, axis: str) ->
     assert_same_counts(extrapolated(run, b), simulate_whole(run))
 
 
+@pytest.mark.parametrize("kernel", [k for k in SIM_KERNELS if GEMM_BLOCK % TOKEN_GROUPS.get(k, 1)])
+def test_native_gemm_block_extrapolates_along_tokens(kernel: str) -> None:
+    """The GEMM block the tools ask for (GEMM_BLOCK tokens) where it is not a whole number of the
+    core's token groups (int2-avx512's triples: 16 = 5 x 3 + 1) extrapolates exactly: its basis
+    runs the group loop at least once, as the target does."""
+    run = Run(kernel, row_period(kernel, 32), k_period(kernel), GEMM_BLOCK)
+    b = {b.axis: b for b in bases(run)}.get("tokens")
+    if b is None:  # (trit5-avx512: 16 tokens are its least group of 12 and a remainder: simulated whole)
+        assert GEMM_MIN_TOKENS.get(kernel, 1) + 2 * TOKEN_GROUPS[kernel] > GEMM_BLOCK
+        return
+    assert all(r.tokens >= GEMM_MIN_TOKENS.get(kernel, 1) for r in b.runs)
+    assert_same_counts(extrapolated(run, b), simulate_whole(run))
+
+
+def test_prefetch_reports_its_progress() -> None:
+    """prefetch reports the seconds spent and in all (estimated) after each run, up to all of it."""
+    reports = []
+    requests = [("tsar-c2s4-op", 8 * 192 + 16, 2056, 1), ("int2", 64, 512, 1)]
+    prefetch(requests, jobs=2, progress=lambda done, total, message: reports.append((done, total, message)))
+    assert all(done <= total for done, total, _ in reports) and reports[-1][0] == reports[-1][1] > 0
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(reports))
+    assert reports[-1][2].endswith("runs simulated") and "+" not in reports[-1][2]
+
+
 def test_native_gemm_block_planned() -> None:
     """A GEMM block of TL2 extrapolated along tokens, rows and columns equals its simulation."""
     got = simulated_counts("tl2", 3 * ROW_UNIT, 352, tokens=3)
@@ -206,7 +232,8 @@ def test_prefetch_simulates_the_planned_runs_in_parallel(tmp_path) -> None:
 def test_announced_counts_are_prefetched_once(monkeypatch) -> None:
     """The first count that is not cached prefetches every announced count, once."""
     calls = []
-    monkeypatch.setattr(counts_mod, "prefetch", lambda requests, jobs=None: calls.append(list(requests)))
+    monkeypatch.setattr(counts_mod, "prefetch",
+                        lambda requests, jobs=None, progress=None: calls.append(list(requests)))
     announced_runs = [("tsar-c2s4-op", 32, 64, 1), ("tsar-c2s4-ap-min", 32, 64, 1)]
     with announced(announced_runs):
         simulated_counts("tsar-c2s4-op", 32, 64)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tsar.console import Steps
+from tsar.console import Steps, Work
 from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
 from tsar.kernels.tsar_plan import kernel_names, parse_kernel_name
@@ -131,7 +131,9 @@ def evaluate(model: str, platform: str | Platform, *, threads: int | None = None
     step = Steps(len(cfg.gemv_shapes()), progress or (lambda _m: None))
     natives = natives_for(plat.core.isa)
     # the first count that is not cached simulates every missing one, in parallel
-    with announced(model_requests(cfg.name, tsar_kernels, natives)):
+    simulating = Work(f"{plat.name}: simulating the missing counts", unit="%", say=progress,
+                      every=2.0) if progress else None
+    with announced(model_requests(cfg.name, tsar_kernels, natives), simulating):
         estimates = [_layer(cfg, shape, plat, threads, tsar_kernels, step, natives)
                      for shape in cfg.gemv_shapes()]
     name = platform if isinstance(platform, str) else plat.name

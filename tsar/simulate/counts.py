@@ -49,6 +49,7 @@ import os
 import pickle
 import re
 import signal
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -61,6 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from tsar.common.toolchain import cache_dir, write_atomic
+from tsar.console import WorkHook
 from tsar.errors import UserError
 from tsar.kernels.simbuild import build_sim_library
 from tsar.kernels.tsar_plan import KERNEL_PREFIX, QUANT_LANES, TOKEN_BLOCK
@@ -79,11 +81,13 @@ RUN_OVERHEAD = 2_500
 TGEMVs of simulated work: about 45 ms of the Python engine, which simulates a TGEMV with its loads
 and loop in about 20 us, and per token an input's quantization in about as long, an output's
 zeroing and dequantization in 1.5 times that (fitted to the runs of a comparison)."""
-NATIVE_RUN_OVERHEAD = 1_000
-"""Likewise for a native core, once its process has loaded the library (decoded once per process)."""
-NATIVE_WEIGHTS_PER_TGEMV = 3
-"""Weights x tokens of a native core simulated in the time of one TGEMV (TL2: about 5 us a weight,
-its 0.2 instructions per weight simulated at about 40,000 a second; the others no faster)."""
+NATIVE_RUN_OVERHEAD = 12_000
+"""Likewise for a native core: about 0.2 s a run (its preparation, its tables, the library's code
+decoded in a fresh process), measured on the natives' runs of a report."""
+NATIVE_WEIGHTS_PER_TGEMV = 12
+"""Weights x tokens of a native core simulated in the time of one TGEMV: about 12 for the slowest
+per weight (TL2, trit5 with AVX2), measured per core on runs of one and two periods of each axis;
+the wide ones (trit5's and dense's AVX-512 rows, I2_S with VNNI) simulate up to 25 times as many."""
 
 
 @dataclass(frozen=True)
@@ -503,7 +507,7 @@ def simulate_whole(run: Run) -> KernelCounts:
         plan = _plan(run)
         rng = np.random.default_rng(0)
         w_t = rng.integers(-1, 2, (M, K)).astype(np.int8)
-        held = _machine()
+        held = _machine(program(run))
         out = simulate(plan, rng.standard_normal((tokens, K)).astype(np.float32), w_t, 1.0, loops=run.loops,
                        machine=held[0])
         base = held[1] = held[1] or out.code_address
@@ -525,16 +529,18 @@ def simulate_whole(run: Run) -> KernelCounts:
 _MACHINES: dict[int, list] = {}
 
 
-def _machine() -> list:
-    """This process's machine for T-SAR runs (one machine: a kernel run again, as for another
-    number of tokens, reuses its decoded code) and the address a fresh machine loads code at (that
-    of its first program; None before)."""
+def _machine(code: Run) -> list:
+    """This process's machine for T-SAR runs of the program ``code`` (:func:`program`: its runs with
+    other numbers of tokens reuse its decoded code; another program gets a fresh machine, since every
+    program loaded slows the next runs of a machine) and the address a fresh machine loads code at
+    (None before the first)."""
     pid = os.getpid()  # a forked worker creates its own
-    if pid not in _MACHINES:
+    held = _MACHINES.get(pid)
+    if held is None or held[2] != code:
         from tsar.sim import create_machine
 
-        _MACHINES[pid] = [create_machine(), None]
-    return _MACHINES[pid]
+        held = _MACHINES[pid] = [create_machine(), held[1] if held else None, code]
+    return held
 
 
 def _simulated(run: Run) -> KernelCounts:
@@ -617,7 +623,7 @@ def _counts(run: Run, use_cache: bool = True) -> KernelCounts:
         pending = [r for runs in _ANNOUNCED for r in runs]
         for runs in _ANNOUNCED:
             runs.clear()
-        prefetch([run, *pending])
+        prefetch([run, *pending], progress=next((h for h in reversed(_ANNOUNCED_PROGRESS) if h), None))
     b = _decision(run)
     result = extrapolated(run, b) if b else None
     return _simulated(run) if result is None else _store(run, result)
@@ -631,18 +637,22 @@ def simulated_counts(kernel: str, M: int, K: int, *, tokens: int = 1, use_cache:
 
 # --- parallel simulation ---------------------------------------------------------------------------
 _ANNOUNCED: list[list[Run]] = []
+_ANNOUNCED_PROGRESS: list[WorkHook | None] = []
 
 
 @contextmanager
-def announced(requests: Iterable[tuple[str, int, int, int]]) -> Iterator[None]:
+def announced(requests: Iterable[tuple[str, int, int, int]],
+              progress: WorkHook | None = None) -> Iterator[None]:
     """Within the block, the first count of :func:`simulated_counts` that is not cached first
-    simulates the runs of every announced ``(kernel, M, K, tokens)`` in parallel (:func:`prefetch`).
-    A block that finds every count cached simulates nothing."""
+    simulates the runs of every announced ``(kernel, M, K, tokens)`` in parallel (:func:`prefetch`,
+    reporting to ``progress``). A block that finds every count cached simulates nothing."""
     _ANNOUNCED.append([Run(*r) for r in requests])
+    _ANNOUNCED_PROGRESS.append(progress)
     try:
         yield
     finally:
         _ANNOUNCED.pop()
+        _ANNOUNCED_PROGRESS.pop()
 
 
 def workers() -> int:
@@ -694,42 +704,62 @@ def _finish_in_worker(run: Run, decisions: dict[Run, Basis | None]) -> KernelCou
     return _counts(run)
 
 
-def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | None = None) -> int:
+def _estimate(run: Run, memo: dict[Run, tuple[float, Basis | None]]) -> float:
+    """:func:`_work` of what computing ``run`` alone simulates (nothing cached; for progress)."""
+    with suppress(ValueError, UserError):
+        return _cheapest(run, _work, memo)[0]
+    return 0.0
+
+
+def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | None = None,
+             progress: WorkHook | None = None) -> int:
     """Plan ``requests`` (:func:`plan_runs`) and compute them in ``jobs`` processes (default
     :func:`workers`): the runs simulated whole first, largest first, then the counts extrapolated
     from them, each written to the cache as it completes and kept here; returns how many counts
     were computed. With one process nothing is done here (the counts are computed when asked for).
     The native cores' library is built by one worker while the others simulate T-SAR runs. A count
-    that fails is left out (asked for, it fails again, in context)."""
+    that fails is left out (asked for, it fails again, in context). ``progress(done, total,
+    message)``: after each run, the seconds spent and the seconds in all, estimated from the work
+    left (:func:`_work`) at the seconds per unit measured on the runs done (T-SAR and native runs
+    apart; the natives' work is estimated until the library that keys their cache is built)."""
     runs = list(dict.fromkeys(r if isinstance(r, Run) else Run(*r) for r in requests))
     jobs = jobs or workers()
     if jobs < 2:
         return 0
     natives = [r for r in runs if not r.tsar]
-    unplanned = sorted((r for r in runs if r.tsar), key=_size, reverse=True)  # their runs first
+    tsar_runs = [r for r in runs if r.tsar]
     state = _state()
-    pending: list[Run] = []
-    finish: list[Run] = []
-
-    def plan_next() -> None:  # plan requests until there are runs to hand out (the workers start early)
-        nonlocal pending
-        while unplanned and len(pending) < jobs:
-            request = unplanned.pop(0)
-            pending = sorted([*pending, *_plan_quietly([request])], key=_work, reverse=True)
-            if state.planned.get(request):
-                finish.append(request)
-
-    plan_next()
-    if not natives and not unplanned and len(pending) + len(finish) < 2:
+    pending = _plan_quietly(tsar_runs)
+    finish = [r for r in tsar_runs if state.planned.get(r)]
+    if not natives and len(pending) + len(finish) < 2:
         return 0
-    done = 0
+    memo: dict[Run, tuple[float, Basis | None]] = {}
+    native_guess = sum(_estimate(r, memo) for r in natives)  # until their runs are planned
+    left = {True: sum(_work(r) for r in pending), False: native_guess}  # work not done: T-SAR, native
+    spent = {True: [0.0, 0.0], False: [0.0, 0.0]}  # seconds and work of the runs done: T-SAR, native
+    planned_runs, simulated_runs, done = len(pending), 0, 0
+    started_at = time.monotonic()
+
+    def report() -> None:
+        """Seconds so far and in all: the work left at each family's measured seconds per unit (the
+        other's, or :data:`RUN_OVERHEAD`'s 45 ms, before one of its runs is done), over the jobs."""
+        if not progress:
+            return
+        known = [s / w for s, w in spent.values() if w]
+        default = sum(known) / len(known) if known else 45e-3 / RUN_OVERHEAD
+        rest = sum(left[f] * (spent[f][0] / spent[f][1] if spent[f][1] else default) for f in left) / jobs
+        elapsed = time.monotonic() - started_at
+        progress(elapsed, elapsed + rest,
+                 f"{simulated_runs}/{planned_runs}{'+' if native_guess else ''} runs simulated")
+
+    report()
+    submitted: dict[Future, float] = {}
     pool = worker_pool(jobs)
     with pool:
         try:
             build = pool.submit(build_sim_library) if natives else None
             running: dict[Future, tuple] = {}  # (runs simulated whole, True) or (run, False)
-            while pending or running or build or finish or unplanned:
-                plan_next()
+            while pending or running or build or finish:
                 if not pending and not build and not any(whole for _, whole in running.values()):
                     while finish:  # every run simulated whole is cached: the rest are extrapolated
                         run = finish.pop()
@@ -738,7 +768,8 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                     key = program(pending[0])  # with the other runs of its code
                     group = [r for r in pending if program(r) == key]
                     pending = [r for r in pending if program(r) != key]
-                    running[pool.submit(_simulate_in_worker, group)] = group, True
+                    future = pool.submit(_simulate_in_worker, group)
+                    running[future], submitted[future] = (group, True), time.monotonic()
                 if not running and not build:
                     continue
                 finished, _ = wait([*running, *([build] if build else [])], return_when=FIRST_COMPLETED)
@@ -746,8 +777,11 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                     if future is build:
                         build.result()  # the library, and with it the natives' cache keys, exist now
                         build = None
-                        pending = sorted([*pending, *_plan_quietly(natives)], key=_work, reverse=True)
+                        planned = _plan_quietly(natives)
+                        pending = sorted([*pending, *planned], key=_work, reverse=True)
                         finish += [r for r in natives if state.planned.get(r)]
+                        left[False] = sum(_work(r) for r in planned)
+                        planned_runs, native_guess = planned_runs + len(planned), 0.0
                         continue
                     job, whole = running.pop(future)
                     if future.exception() is None and whole:
@@ -756,6 +790,13 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                     elif future.exception() is None:
                         state.computed[job] = future.result()
                         done += 1
+                    if whole:
+                        family, work = job[0].tsar, sum(_work(r) for r in job)
+                        spent[family][0] += time.monotonic() - submitted.pop(future)
+                        spent[family][1] += work
+                        left[family] = max(left[family] - work, 0.0)
+                        simulated_runs += len(job)
+                        report()
         except BrokenProcessPool:
             pass  # a worker died: what is left is computed when asked for, here
         finally:  # interrupted or failed: what completed is cached, nothing new starts

@@ -116,9 +116,11 @@ its AVX-512 rows' token triples and AVX-VNNI rows' pairs; I2_S's AVX-512 token p
 6 x 2 row-token tiles (AVX2, AVX-VNNI) and 4 x 4 (AVX-512); trit5's token pairs (AVX2, AVX-VNNI)
 and its AVX-512 GEMM's groups of 12): ``n`` and ``n + group`` tokens differ by one group's work.
 The others loop over single tokens."""
-GEMM_MIN_TOKENS = {"int2": 4, "dense": 4, "dense-avxvnni": 4, "dense-avx512": 4, "trit5-avx512": 12}
+GEMM_MIN_TOKENS = {"int2": 4, "int2-avx512": 3, "dense": 4, "dense-avxvnni": 4, "dense-avx512": 4,
+                   "trit5-avx512": 12}
 """Fewest tokens from which ``n`` and ``n + group`` run the same code: the GEMM rows loop (int2's
-``GEMM_MIN_N``, dense's ``n >= 4`` on AVX2 and AVX-VNNI; fewer take their GEMV or token-pair
+``GEMM_MIN_N``; its AVX-512 rows from one triple on, since fewer tokens skip the triples' loop;
+dense's ``n >= 4`` on AVX2 and AVX-VNNI; fewer take their GEMV or token-pair
 loops) with a whole group (dense's AVX-512 4 x 4 tiles, trit5's AVX-512 groups of 12)."""
 K_PERIODS = {"tl2": 96, "tl1": 128, "i2s": 1024, "dense": 2048, "int2": 128, "trit5": 640, "tq1_0": 1536,
              "tq2_0": 2048, "iq1_bn": 1536, "iq2_bn": 2048}
