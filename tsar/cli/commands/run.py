@@ -39,6 +39,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model mode: ternary weights '{layer}.{matrix}' (default: random)")
     parser.add_argument("--layers", type=positive_int, metavar="L",
                         help="model mode: run only the first L transformer layers")
+    parser.add_argument("--gguf", metavar="FILE",
+                        help="model mode: a real checkpoint (GGUF: BitLinear matrices in I2_S, TQ1_0, "
+                             "TQ2_0 or float): generate tokens from --prompt, every operator timed")
+    parser.add_argument("--prompt", default="The capital of France is",
+                        help="--gguf: the prompt text (tokenized with the checkpoint's vocabulary)")
+    parser.add_argument("--prompt-ids", metavar="ID,ID,...",
+                        help="--gguf: the prompt as token ids instead of text")
+    parser.add_argument("--new-tokens", type=positive_int, default=8, metavar="N",
+                        help="--gguf: tokens to generate, greedily (default 8)")
+    parser.add_argument("--check", metavar="KERNEL,...",
+                        help="--gguf: also run the prompt through these kernels (reference, native "
+                             "baselines such as tl2 or i2s-avx512, T-SAR kernels) and require the same "
+                             "tokens and logits")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="--gguf: threads of the native baselines (default 1)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="model mode: print the per-matrix table as CSV")
     parser.add_argument("--kernel", default="auto",
@@ -152,6 +167,10 @@ def _run_model(args: argparse.Namespace) -> int:
     from tsar.models import MODELS, get_model
     from tsar.simulate.model import run_model
 
+    if args.gguf:
+        if args.model is not None:
+            raise UserError("give either a model name or --gguf FILE, not both")
+        return _run_gguf(args)
     if args.model is None:
         raise UserError(f"tsar run model needs a model name (one of {', '.join(MODELS)})")
     try:
@@ -195,6 +214,71 @@ def _run_model(args: argparse.Namespace) -> int:
         return 1
     print("every output bit-exact against tsar.kernels.reference.bitlinear")
     return 0
+
+
+def _prompt_ids(args: argparse.Namespace, tokenizer) -> list[int]:
+    if args.prompt_ids is None:
+        return tokenizer.encode(args.prompt)
+    try:
+        return [int(t) for t in args.prompt_ids.split(",") if t.strip()]
+    except ValueError:
+        raise UserError(f"--prompt-ids: expected comma-separated token ids, got {args.prompt_ids!r}"
+                        ) from None
+
+
+def _run_gguf(args: argparse.Namespace) -> int:
+    from tsar.checkpoints import load
+    from tsar.forward import OPERATORS, compare_kernels
+    from tsar.tokenizer import Tokenizer
+
+    console.progress(f"{args.gguf}: reading the checkpoint")
+    ckpt = load(args.gguf)
+    h = ckpt.hyper
+    tokenizer = Tokenizer(h.tokenizer or "gpt2", h.tokens, h.merges) if h.tokens else None
+    if tokenizer is None and args.prompt_ids is None:
+        raise UserError(f"{args.gguf}: no vocabulary in the checkpoint: give the prompt as --prompt-ids")
+    prompt = _prompt_ids(args, tokenizer)
+    if h.bos is not None and args.prompt_ids is None:
+        prompt = [h.bos, *prompt]
+    kernel = "tsar-c4s4-ap-tokens" if args.kernel == "auto" else args.kernel
+    checks = [k.strip() for k in (args.check or "").split(",") if k.strip()]
+    types = ", ".join(f"{name} {n}" for name, n in ckpt.types().items())
+    console.progress(f"{h.arch}: {h.layers} layers, hidden {h.hidden}, vocab {h.vocab} ({types}); "
+                     f"{len(prompt)} prompt tokens, up to {args.new_tokens} new, through "
+                     f"{', '.join([kernel, *checks])}")
+    agreement = compare_kernels(ckpt, prompt, args.new_tokens, [kernel, *checks], threads=args.threads,
+                                stop=h.eos, progress=console.progress)
+    run = agreement.generations[kernel]
+    text = tokenizer.decode(run.tokens) if tokenizer else ""
+    same = agreement.same_tokens and all(agreement.logit_difference(k) == 0 for k in checks)
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("run-gguf", file=str(args.gguf), arch=h.arch, kernel=kernel, prompt=prompt, tokens=run.tokens,
+             text=text, prefill_seconds=run.prefill_seconds, decode_seconds=run.decode_seconds,
+             operators={op: run.operators.get(op, 0.0) for op in OPERATORS}, matrices=dict(run.matrices),
+             checks={k: {"tokens": g.tokens, "max_logit_difference": agreement.logit_difference(k)}
+                     for k, g in agreement.generations.items() if k != kernel},
+             identical=same)
+        return 0 if same else 1
+    print(f"prompt ids: {prompt}")
+    print(f"generated ids ({kernel}): {run.tokens}")
+    if tokenizer:
+        print(f"text: {text!r}")
+    rate = run.decode_tokens_per_second
+    print(f"prefill {run.prefill_seconds:.3f} s ({len(prompt)} tokens); decode "
+          + (f"{rate:.2f} tokens/s ({len(run.decode_seconds)} tokens)" if rate else "- (one token)")
+          + " on this host" + (", T-SAR instructions emulated by the native engine"
+                               if kernel.startswith("tsar-") else ""))
+    print(run.table())
+    if checks:
+        for k in checks:
+            g, diff = agreement.generations[k], agreement.logit_difference(k)
+            print(f"{k}: {g.tokens}, last logits "
+                  + ("identical" if diff == 0 else f"differ by up to {diff:.3g}"))
+        print("identical tokens and logits through " + ", ".join(agreement.generations) if same else
+              "MISMATCH: the kernels do not give the same tokens and logits")
+    return 0 if same else 1
 
 
 def _check_weights_file(path: str) -> None:
