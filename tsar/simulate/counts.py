@@ -720,8 +720,8 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
     The native cores' library is built by one worker while the others simulate T-SAR runs. A count
     that fails is left out (asked for, it fails again, in context). ``progress(done, total,
     message)``: after each run, the seconds spent and the seconds in all, estimated from the work
-    left (:func:`_work`) at the seconds per unit measured on the runs done (T-SAR and native runs
-    apart; the natives' work is estimated until the library that keys their cache is built)."""
+    left (:func:`_work`) at the seconds per unit measured on the runs done, per kernel (the natives'
+    work is estimated until the library that keys their cache is built)."""
     runs = list(dict.fromkeys(r if isinstance(r, Run) else Run(*r) for r in requests))
     jobs = jobs or workers()
     if jobs < 2:
@@ -734,25 +734,39 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
     if not natives and len(pending) + len(finish) < 2:
         return 0
     memo: dict[Run, tuple[float, Basis | None]] = {}
-    native_guess = sum(_estimate(r, memo) for r in natives)  # until their runs are planned
-    left = {True: sum(_work(r) for r in pending), False: native_guess}  # work not done: T-SAR, native
-    spent = {True: [0.0, 0.0], False: [0.0, 0.0]}  # seconds and work of the runs done: T-SAR, native
+    left: Counter[str] = Counter()  # work not done yet, per kernel (the natives' estimated until planned)
+    for r in pending:
+        left[r.kernel] += _work(r)
+    for r in natives:
+        left[r.kernel] += _estimate(r, memo)
+    native_guess = bool(natives)
+    spent: dict[str, list[float]] = {}  # seconds and work of the runs done, per kernel
     planned_runs, simulated_runs, done = len(pending), 0, 0
     started_at = time.monotonic()
 
+    def rate(kernel: str) -> float:
+        """Seconds per unit of work of ``kernel``: measured on its runs, else on those of its family
+        (T-SAR or native), else on all, else :data:`RUN_OVERHEAD`'s 45 ms."""
+        tsar = kernel.startswith(KERNEL_PREFIX)
+        for same in (lambda k: k == kernel, lambda k: k.startswith(KERNEL_PREFIX) == tsar, lambda k: True):
+            seconds = sum(s for k, (s, w) in spent.items() if same(k))
+            work = sum(w for k, (s, w) in spent.items() if same(k))
+            if work:
+                return seconds / work
+        return 45e-3 / RUN_OVERHEAD
+
     def report() -> None:
-        """Seconds so far and in all: the work left at each family's measured seconds per unit (the
-        other's, or :data:`RUN_OVERHEAD`'s 45 ms, before one of its runs is done), over the jobs."""
+        """Seconds so far and in all: each kernel's work left at its measured seconds per unit,
+        over the jobs."""
         if not progress:
             return
-        known = [s / w for s, w in spent.values() if w]
-        default = sum(known) / len(known) if known else 45e-3 / RUN_OVERHEAD
-        rest = sum(left[f] * (spent[f][0] / spent[f][1] if spent[f][1] else default) for f in left) / jobs
-        elapsed = time.monotonic() - started_at
+        rest = sum(work * rate(kernel) for kernel, work in left.items()) / jobs
+        elapsed = time.monotonic() - started_at if simulated_runs else 0.0
         progress(elapsed, elapsed + rest,
                  f"{simulated_runs}/{planned_runs}{'+' if native_guess else ''} runs simulated")
 
-    report()
+    if pending:  # (with only natives, nothing is known to be missing before their library is built)
+        report()
     submitted: dict[Future, float] = {}
     pool = worker_pool(jobs)
     with pool:
@@ -780,8 +794,13 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                         planned = _plan_quietly(natives)
                         pending = sorted([*pending, *planned], key=_work, reverse=True)
                         finish += [r for r in natives if state.planned.get(r)]
-                        left[False] = sum(_work(r) for r in planned)
-                        planned_runs, native_guess = planned_runs + len(planned), 0.0
+                        for kernel in {r.kernel for r in natives}:
+                            left[kernel] = 0.0
+                        for r in planned:
+                            left[r.kernel] += _work(r)
+                        planned_runs, native_guess = planned_runs + len(planned), False
+                        if planned:
+                            report()
                         continue
                     job, whole = running.pop(future)
                     if future.exception() is None and whole:
@@ -791,10 +810,11 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                         state.computed[job] = future.result()
                         done += 1
                     if whole:
-                        family, work = job[0].tsar, sum(_work(r) for r in job)
-                        spent[family][0] += time.monotonic() - submitted.pop(future)
-                        spent[family][1] += work
-                        left[family] = max(left[family] - work, 0.0)
+                        kernel, work = job[0].kernel, sum(_work(r) for r in job)
+                        seconds_work = spent.setdefault(kernel, [0.0, 0.0])
+                        seconds_work[0] += time.monotonic() - submitted.pop(future)
+                        seconds_work[1] += work
+                        left[kernel] = max(left[kernel] - work, 0.0)
                         simulated_runs += len(job)
                         report()
         except BrokenProcessPool:
