@@ -191,6 +191,26 @@ def test_validation_tiny_shape_table():
 
 
 @pytest.mark.native
+@needs_gcc
+def test_validation_measures_thread_scaling():
+    """Thread-scaling cases: a native at one and two threads through the library's threaded calls,
+    modelled at as many threads, with the speedups predicted and measured side by side."""
+    from tsar.validation.validate import validate
+
+    v = validate(("int2",), shapes=((64, 384),), dram=False, tsar_kernels=(), gemm_kernels=(),
+                 tsar_gemm_kernels=(), calls=5, rounds=2, threads=(1, 2), thread_kernels=("int2",),
+                 thread_shape=(256, 1024))
+    assert [(c.threads, c.N, c.data) for c in v.scaling] == [(1, 128, "GEMM"), (2, 128, "GEMM")]
+    assert all(math.isfinite(c.error) and c.measured > 0 and c.predicted > 0 for c in v.scaling)
+    assert v.scaling[1].predicted < v.scaling[0].predicted   # the model gives the second core work
+    (one, two, predicted, measured), = v.thread_speedups()
+    assert one.threads == 1 and two.threads == 2 and predicted > 1 and measured > 0
+    assert "2 threads over 1: speedup predicted" in v.table()
+    assert {r["threads"] for r in v.records()} == {1, 2}
+    assert all(c.threads == 1 for c in v.cases)   # the single-thread cases keep their own MAPE
+
+
+@pytest.mark.native
 @pytest.mark.slow
 @needs_gcc
 def test_validation_full_table():

@@ -81,6 +81,11 @@ TINY_SHAPES = ((64, 384),)
 GEMM_TOKENS = PREFILL_TOKENS
 TSAR_GEMM_KERNELS = tuple(kernel_name(cfg, "ap-tokens") for cfg in PAPER_CONFIGS)
 """Token-blocked T-SAR dataflows validated on GEMM through the proxy engine."""
+THREAD_KERNELS = ("i2s", "int2")
+"""Natives whose multi-thread scaling is validated (``threads``): the fastest AVX2 GEMV and GEMM
+cores, measured through the native library's threaded calls (:func:`tsar.estimate.host.native_timer`)."""
+THREAD_SHAPE = max(BITNET_2B_LAYERS, key=lambda s: s[0] * s[1])
+"""The layer of the thread-scaling cases: BitNet-2B's largest (6912 x 2560, gate and up)."""
 DATA = ("cache", "DRAM", "GEMM")
 TARGETS = {"cache": 7.0, "overall": 12.0, "isa_speedup": 10.0}
 """The model's accuracy targets on the host (percent): MAPE in cache and over all cases, and each
@@ -120,6 +125,7 @@ class Case:
     spread: float = 0.0     # (max - min) / median of the per-round fastest calls
     bound: str = ""
     N: int = 1              # tokens (N > 1: GEMM)
+    threads: int = 1
 
     @property
     def family(self) -> str:
@@ -139,10 +145,27 @@ class Case:
 
 @dataclass(frozen=True)
 class Validation(Tabular):
+    """The single-thread cases (``cases``: the MAPE, targets and error bars) and the thread-scaling
+    cases (``scaling``: natives through the threaded library calls, at every thread count asked)."""
+
     cases: tuple[Case, ...]
     platform: str
     frequency_ghz: float
     notes: tuple[str, ...] = ()
+    scaling: tuple[Case, ...] = ()
+
+    def thread_speedups(self) -> list[tuple[Case, Case, float, float]]:
+        """Per scaling case at more than one thread with a one-thread twin (same kernel, shape and
+        data): ``(one-thread case, case, predicted speedup, measured speedup)``."""
+        one = {(c.kernel, c.N, c.M, c.K, c.variant): c for c in self.scaling if c.threads == 1}
+        return [(twin, c, twin.predicted / c.predicted, twin.measured / c.measured)
+                for c in self.scaling if c.threads > 1
+                and (twin := one.get((c.kernel, c.N, c.M, c.K, c.variant))) is not None]
+
+    def scaling_mape(self) -> float:
+        """MAPE (percent) of the scaling cases' times, every thread count."""
+        errs = [abs(c.error) for c in self.scaling]
+        return 100.0 * sum(errs) / len(errs) if errs else math.nan
 
     @property
     def mape(self) -> float:
@@ -185,11 +208,17 @@ class Validation(Tabular):
 
     def records(self) -> list[dict]:
         return [{"kernel": c.kernel, "N": c.N, "M": c.M, "K": c.K, "variant": c.variant,
-                 "weight_bytes": c.weight_bytes, "predicted_s": c.predicted, "measured_s": c.measured,
-                 "spread": c.spread, "error": c.error, "bound": c.bound, "platform": self.platform}
-                for c in self.cases]
+                 "threads": c.threads, "weight_bytes": c.weight_bytes, "predicted_s": c.predicted,
+                 "measured_s": c.measured, "spread": c.spread, "error": c.error, "bound": c.bound,
+                 "platform": self.platform}
+                for c in (*self.cases, *self.scaling)]
 
     def table(self) -> str:
+        return "\n".join([*self._single_rows(), *self._scaling_rows()])
+
+    def _single_rows(self) -> list[str]:
+        if not self.cases:
+            return []
         rows = [f"{'kernel':20} {'N x M x K':>16} {'weights':>8} {'data':>6} {'predicted us':>13} "
                 f"{'measured us':>12} {'spread':>7} {'error':>8}  bound"]
         for c in self.cases:
@@ -206,7 +235,24 @@ class Validation(Tabular):
                     f"platform {self.platform}, {self.frequency_ghz:g} GHz)")
         rows.append("targets: " + "; ".join(
             f"{what} {'met' if ok else 'missed'} ({got})" for what, ok, got in self.targets()))
-        return "\n".join(rows)
+        return rows
+
+    def _scaling_rows(self) -> list[str]:
+        rows: list[str] = []
+        if self.scaling:
+            rows += ["" if self.cases else None,
+                     "thread scaling (natives through the library's threaded calls; data: DRAM = GEMV with "
+                     "weights from DRAM, GEMM = weights in cache)",
+                     f"{'kernel':20} {'N x M x K':>16} {'data':>6} {'threads':>7} {'predicted us':>13} "
+                     f"{'measured us':>12} {'spread':>7} {'error':>8}  bound"]
+            rows += [f"{c.kernel:20} {f'{c.N} x {c.M} x {c.K}':>16} {c.data:>6} {c.threads:7d} "
+                     f"{c.predicted * 1e6:13.1f} {c.measured * 1e6:12.1f} {100 * c.spread:6.1f}% "
+                     f"{100 * c.error:+7.1f}%  {c.bound}" for c in self.scaling]
+            rows += [f"{c.kernel} {c.data} {c.N} x {c.M} x {c.K}, {c.threads} threads over 1: speedup "
+                     f"predicted {pred:.2f}x, measured {meas:.2f}x ({100 * (pred / meas - 1):+.1f} %)"
+                     for _, c, pred, meas in self.thread_speedups()]
+            rows.append(f"thread scaling MAPE {self.scaling_mape():.1f} % over {len(self.scaling)} cases")
+        return [r for r in rows if r is not None]
 
     def targets(self) -> list[tuple[str, bool, str]]:
         """``(target, met, figure)`` for :data:`TARGETS` (a target without cases is left out)."""
@@ -310,12 +356,12 @@ def _gemm_timer(lib: ctypes.CDLL, name: str, N: int, M: int, K: int, overhead: f
     return ctypes_timer(fn, [args], overhead, keep=(data, a, out, work)), int(packed.data.nbytes)
 
 
-def _modelled(c, n: int, footprint: float | None):
+def _modelled(c, n: int, footprint: float | None, threads: int = 1):
     """The model of a counted kernel (:func:`tsar.estimate.layer.modelled`) as a function of the platform."""
     from tsar.estimate.layer import modelled
 
     def model(plat: Platform) -> tuple[float, str, None]:
-        seconds, bound = modelled(c, plat, n, 1, weight_footprint=footprint)
+        seconds, bound = modelled(c, plat, n, threads, weight_footprint=footprint)
         return seconds, bound, None
 
     return model
@@ -334,18 +380,24 @@ class _Pending:
     model: Callable[[Platform], tuple[float, str, Prediction | None]]  # seconds, bound, details
     timer: Callable
     calls: int
+    threads: int = 1
 
 
 def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]] = FULL_SHAPES, *,
              tsar_kernels: Sequence[str] = TSAR_KERNELS, gemm_kernels: Sequence[str] | None = None,
              tsar_gemm_kernels: Sequence[str] = TSAR_GEMM_KERNELS, gemm_tokens: int = GEMM_TOKENS,
              dram: bool = True, platform=None, calls: int = 20, rounds: int = 7,
+             threads: Sequence[int] = (), thread_kernels: Sequence[str] = THREAD_KERNELS,
+             thread_shape: tuple[int, int] = THREAD_SHAPE,
              progress: Callable[[str], None] | None = None) -> Validation:
     """Model and measure every kernel x shape (x cache / DRAM, and GEMM); see the module docstring.
 
     ``platform``: default :func:`tsar.sim.platforms.host` (measured). ``calls`` x ``rounds``: timed
     calls per GEMV case (GEMM cases: ``max(1, calls // 10)`` per round). ``gemm_kernels``: natives
-    validated on GEMM (default ``kernels``); ``gemm_tokens = 0`` leaves GEMM out.
+    validated on GEMM (default ``kernels``); ``gemm_tokens = 0`` leaves GEMM out. ``threads``: the
+    thread counts of the scaling cases (empty: none): each of ``thread_kernels`` (AVX2 builds) on
+    ``thread_shape`` as GEMV from DRAM (unless ``dram`` is False) and as GEMM (unless it is left
+    out), measured through the native library's threaded calls and modelled at that many threads.
     """
     from tsar.estimate.host import (
         ProxyKernel,
@@ -381,7 +433,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
         notes.append(f"not validated: {', '.join(skipped)} (the host lacks the ISA to run it natively)")
     natives = [(name, isa) for name in kernels for isa in variants_of[name]]
     step = Steps(len(shapes) * (len(natives) + len(tsar_kernels) + len(gemm_kernels)
-                                + len(tsar_gemm_kernels)) + 1, say)
+                                + len(tsar_gemm_kernels)) + len(thread_kernels) * bool(threads) + 1, say)
     pending: list[_Pending] = []
     gemm_calls = max(3, calls // 5)
     for M, K in shapes:
@@ -424,6 +476,21 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
                 timer, wbytes = _gemm_timer(lib, name, gemm_tokens, M, K, overhead)
             pending.append(_Pending(name, gemm_tokens, M, K, "cache", wbytes,
                                     _modelled(c, gemm_tokens, None), timer, gemm_calls))
+    scaling: list[_Pending] = []
+    for name in thread_kernels if threads else ():
+        from tsar.estimate.host import native_timer
+
+        M, K = thread_shape
+        step(f"{platform.name}: modelling {name} {M} x {K} at {', '.join(map(str, threads))} thread(s)")
+        data = [("DRAM", 1, 2.0 * llc)] if dram else []
+        data += [("cache", gemm_tokens, None)] if gemm_tokens else []
+        for variant, n, footprint in data:
+            c = counts_for(name, n, M, K)
+            for t in threads:
+                timer, wbytes = native_timer(name, n, M, K, t, dram_bytes=footprint)
+                scaling.append(_Pending(name, n, M, K, variant, wbytes, _modelled(c, n, footprint, t), timer,
+                                        calls if n == 1 else gemm_calls, t))
+    pending += scaling
     step(f"{platform.name}: measuring {len(pending)} cases alternating, {rounds} rounds")
     timers = {str(i): p.timer for i, p in enumerate(pending)}
     counts = {str(i): p.calls for i, p in enumerate(pending)}
@@ -441,13 +508,14 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
         seconds, bound, pred = p.model(platform)
         m = measured[str(i)]
         cases.append(Case(p.kernel, p.M, p.K, p.variant, p.weight_bytes, seconds, m.seconds, pred,
-                          m.spread, bound, p.N))
-    return Validation(tuple(cases), platform.name, platform.core.frequency_ghz,
+                          m.spread, bound, p.N, p.threads))
+    single = tuple(cases[:len(pending) - len(scaling)])
+    return Validation(single, platform.name, platform.core.frequency_ghz,
                       (*notes, f"native times exclude the ctypes call overhead, {overhead * 1e6:.2f} us "
                        "(an entry point that returns at once)",
                        f"every case measured alternating with all others: {rounds} rounds of "
                        f"{calls} calls (GEMM {gemm_calls}); per case the median over rounds of each round's "
-                       "fastest call"))
+                       "fastest call"), tuple(cases[len(single):]))
 
 
 __all__ = [
@@ -455,6 +523,8 @@ __all__ = [
     "FULL_SHAPES",
     "GEMM_TOKENS",
     "KERNELS",
+    "THREAD_KERNELS",
+    "THREAD_SHAPE",
     "TINY_SHAPES",
     "TSAR_GEMM_KERNELS",
     "TSAR_KERNELS",

@@ -51,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loops", action="store_true", help="print the per-loop report of every case")
     parser.add_argument("--target", type=positive_float, default=None,
                         help="exit with status 1 if the MAPE (percent) exceeds this")
+    parser.add_argument("--threads", metavar="N,N,...",
+                        help="thread counts of the thread-scaling cases (the two fastest AVX2 natives on "
+                             "BitNet-2B's largest layer, 6912x2560, GEMV from DRAM and GEMM; default: every "
+                             "count from 1 to this host's CPUs, none with --tiny; 0: none)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="print the cases as CSV")
 
@@ -68,6 +72,23 @@ def _check_shapes(kernels: tuple[str, ...], shapes: tuple[tuple[int, int], ...])
                 prepare(kernel, np.zeros((m, k), np.int8))
             except ValueError as exc:
                 raise UserError(f"--shape {m}x{k}: {exc}") from None
+
+
+def _threads(args: argparse.Namespace) -> tuple[int, ...]:
+    """The thread counts of the scaling cases (``--threads``; default every count of this host)."""
+    from tsar.simulate.counts import workers
+
+    if args.threads is None:
+        return () if args.tiny else tuple(range(1, workers() + 1))
+    try:
+        counts = tuple(dict.fromkeys(int(t) for t in args.threads.split(",") if t.strip()))
+    except ValueError:
+        raise UserError(f"--threads: expected comma-separated thread counts, got {args.threads!r}") from None
+    if counts == (0,):
+        return ()
+    if not counts or min(counts) < 1:
+        raise UserError(f"--threads: thread counts must be at least 1, got {args.threads!r}")
+    return counts if 1 in counts else (1, *counts)
 
 
 def _keep_errors(result, full: bool, path: str | None) -> None:
@@ -107,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     kernels = tuple(args.kernel or KERNELS)
     _check_shapes(kernels, shapes)
     tsar_kernels = () if args.no_proxy else host_tsar_kernels(cpu_flags())
-    result = validate(kernels, shapes, tsar_kernels=tsar_kernels, dram=not args.no_dram,
+    threads = _threads(args)
+    result = validate(kernels, shapes, tsar_kernels=tsar_kernels, dram=not args.no_dram, threads=threads,
                       tsar_gemm_kernels=() if args.no_proxy else TSAR_GEMM_KERNELS,
                       gemm_tokens=0 if args.no_gemm else GEMM_TOKENS,
                       calls=args.calls, rounds=args.rounds,
@@ -134,6 +156,12 @@ def run(args: argparse.Namespace) -> int:
              bias_by_family=result.bias(), error_by_family=result.family_error(),
              isa_speedups=[{"kernel": c.kernel, "over": t.kernel, "M": c.M, "K": c.K, "variant": c.variant,
                             "predicted": p, "measured": m} for t, c, p, m in result.isa_speedups()],
+             thread_scaling=[{"kernel": c.kernel, "N": c.N, "M": c.M, "K": c.K, "variant": c.variant,
+                              "threads": c.threads, "predicted_s": c.predicted, "measured_s": c.measured,
+                              "spread": c.spread, "error": c.error, "bound": c.bound}
+                             for c in result.scaling],
+             thread_speedups=[{"kernel": c.kernel, "N": c.N, "variant": c.variant, "threads": c.threads,
+                               "predicted": p, "measured": m} for _, c, p, m in result.thread_speedups()],
              targets=[{"target": what, "met": ok, "figure": got} for what, ok, got in result.targets()],
              error_table=table_of(result))
         return 1 if args.target is not None and not result.mape <= args.target else 0
