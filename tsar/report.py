@@ -30,11 +30,10 @@ import matplotlib.pyplot as plt
 
 from tsar.compare import MEASURED, MODELLED, Comparison, Row, compare, compare_requests
 from tsar.console import Steps, Work, detail
-from tsar.estimate.layer import modelled, platform_named
 from tsar.estimate.model import ModelEstimate, evaluate, model_requests
 from tsar.models import BITNET_2B, BITNET_2B_LAYERS, PREFILL_TOKENS
 from tsar.sim.platforms import PLATFORM_NAMES, SHIPPED
-from tsar.simulate.counts import prefetch, simulated_counts, worker_pool
+from tsar.simulate.counts import prefetch, worker_pool
 
 REPORT_MODELS = (BITNET_2B.name, "llama3-8b", "falcon3-10b")
 
@@ -171,22 +170,37 @@ def traffic_plot(comp: Comparison) -> plt.Figure:
     return fig
 
 
-def scaling_plot(m: int, k: int, kernel: str, platforms: Sequence[str]) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for index, name in enumerate(platforms):
-        plat = platform_named(name)
-        counts = [t for t in (1, 2, 4, 8, 16) if t <= max(plat.threads, 1)]
-        for kern, style in ((kernel, "-o"), ("tl2", "--s")):
-            c = simulated_counts(kern, m, k)
-            times = [modelled(c, plat, 1, t)[0] * 1e6 for t in counts]
-            ax.plot(counts, times, style, color=f"C{index}", label=f"{name} {kern}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("threads")
-    ax.set_ylabel("modelled time per token (us)")
-    ax.set_title(f"thread scaling, 1x{m}x{k} (modelled; solid T-SAR, dashed TL2)", fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
-    ax.grid(True, which="both", alpha=0.3)
+def scaling_plot(layers: dict[str, Comparison], gemm: dict[str, Comparison]) -> plt.Figure:
+    """The paper's Fig. 10 view: per platform, the fastest T-SAR kernel (solid) and TL2 (dashed) of
+    a comparison, modelled at 1, 2, 4, ... threads (:func:`tsar.estimate.scaling.sweep`, over the
+    comparison's kernels), prefill GEMM (left, ``gemm``) and decode GEMV (right, ``layers``), with
+    the speedup over TL2 at the platform's full thread count."""
+    from tsar.estimate.scaling import sweep
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, comps, phase in ((axes[0], gemm, "GEMM"), (axes[1], layers, "GEMV")):
+        for index, (name, comp) in enumerate(comps.items()):
+            result = sweep(comp.N, comp.M, comp.K, name,
+                           tsar_kernels=[r.kernel for r in comp.rows if r.family == "T-SAR"],
+                           natives=[r.kernel for r in comp.rows if r.family != "T-SAR"])
+            threads = [p.threads for p in result.points]
+            ax.plot(threads, [p.tsar_seconds * 1e6 for p in result.points], "-o", color=f"C{index}",
+                    label=f"{name} T-SAR")
+            ax.plot(threads, [p.tl2_seconds * 1e6 for p in result.points], "--s", color=f"C{index}",
+                    label=f"{name} TL2")
+            last = result.points[-1]
+            ax.annotate(f"{last.over_tl2:.1f}x", (last.threads, last.tsar_seconds * 1e6), fontsize=7,
+                        xytext=(4, -10), textcoords="offset points", color=f"C{index}")
+        some = next(iter(comps.values()), None)
+        shape = f", {some.N}x{some.M}x{some.K}" if some else ""
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("threads")
+        ax.set_ylabel("modelled time (us)")
+        ax.set_title(f"{phase}{shape} (solid: fastest T-SAR, dashed: TL2)", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[1].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
     return fig
 
 
@@ -654,8 +668,10 @@ def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt
         out.append(("prefill", f"Prefill GEMM (N = {PREFILL_TOKENS}) per platform: token-blocked kernels on "
                     "both sides", speedup_plot(data.platform_gemm, f"GEMM (prefill, N = {PREFILL_TOKENS})")))
     out += [("traffic", "Memory traffic per token (Figure 9 metric)", traffic_plot(widest)),
-            ("scaling", "Thread scaling (modelled)",
-             scaling_plot(widest.M, widest.K, widest.best_tsar.kernel, SHIPPED))]
+            ("scaling", "Thread scaling (modelled; the paper's Fig. 10)", scaling_plot(
+                {p: max(c, key=lambda x: x.M * x.K) for p, c in data.platform_layers.items() if p != "host"},
+                {p: max(c, key=lambda x: x.M * x.K) for p, c in (data.platform_gemm or {}).items()
+                 if p != "host"}))]
     if data.area_rows:
         out.append(("area", "RTL area (Table II)", area_plot(data.area_rows)))
     return out

@@ -85,6 +85,32 @@ def test_modelled_times_carry_the_validated_error(tmp_path, monkeypatch) -> None
     assert compare(1, 256, 384, "laptop", tsar_kernels=()).row("tl2").model_error == 0.25
 
 
+def test_thread_sweep_models_each_thread_count(capsys, monkeypatch) -> None:
+    """The Fig. 10 view: each thread count up to the platform's, the fastest T-SAR kernel against
+    TL2 and the best native, modelled against modelled; the CLI prints it as a table and JSON."""
+    import json
+
+    from tsar.estimate.layer import platform_named
+    from tsar.estimate.scaling import sweep, thread_counts
+
+    assert thread_counts(16) == (1, 2, 4, 8, 16) and thread_counts(6) == (1, 2, 4, 6)
+    assert thread_counts(1) == (1,)
+    kernels = ("tsar-c2s4-op", "tsar-c4s4-op")
+    result = sweep(1, 256, 384, "mobile", tsar_kernels=kernels, natives=("int2",))
+    assert [p.threads for p in result.points] == list(thread_counts(platform_named("mobile").threads))
+    assert all(p.tsar_kernel in kernels and p.native_kernel in ("tl2", "int2") for p in result.points)
+    assert all(p.over_tl2 == pytest.approx(p.tl2_seconds / p.tsar_seconds) for p in result.points)
+    times = [p.tsar_seconds for p in result.points]
+    assert times == sorted(times, reverse=True) and times[-1] < times[0]
+    monkeypatch.setattr("tsar.estimate.scaling.kernel_names", lambda isa: kernels)
+    monkeypatch.setattr("tsar.estimate.scaling.natives_for", lambda isa: ("int2",))
+    assert main(["compare", "--shape", "1x256x384", "--platform", "mobile", "--threads-sweep", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "thread-sweep"
+    assert [p["threads"] for p in doc["points"]] == [p.threads for p in result.points]
+    assert main(["compare", "--threads-sweep", "--threads", "2"]) != 0
+
+
 def test_compare_bad_input(capsys: pytest.CaptureFixture) -> None:
     assert main(["compare", "--shape", "1x40x64"]) == 1
     assert "multiple of 16" in capsys.readouterr().err

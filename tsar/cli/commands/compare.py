@@ -25,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help=f"instead of one layer: a whole model, one of {names(models())} "
                                         "(or a unique ending of one, such as 2b-4t): decode tokens/s "
                                         "and prefill latency")
+    parser.add_argument("--threads-sweep", action="store_true",
+                        help="instead: the layer modelled at 1, 2, 4, ... threads up to the platform's "
+                             "(the paper's Fig. 10): the fastest T-SAR kernel against TL2 and the best "
+                             "native at each")
     parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="print the table as CSV")
@@ -47,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
             available = plat.core.cores * plat.core.threads_per_core
         if args.threads > available:
             raise UserError(f"--threads {args.threads}: {args.platform} has {available} hardware threads")
+    if args.threads_sweep:
+        return _threads_sweep(args, progress)
     if args.model:
         from tsar.estimate.model import evaluate, format_estimates
 
@@ -84,6 +90,33 @@ def run(args: argparse.Namespace) -> int:
              model_error_source=result.error_source or None,
              rows=[{k: v for k, v in r.items() if k not in ("N", "M", "K", "platform", "threads")}
                    for r in result.records()])
+        return 0
+    print(result.table())
+    return 0
+
+
+def _threads_sweep(args: argparse.Namespace, progress) -> int:
+    from tsar.cli.shapes import parse_shape
+    from tsar.estimate.scaling import sweep
+
+    if args.model:
+        raise UserError("--threads-sweep takes a layer (--shape), not --model")
+    if args.threads is not None:
+        raise UserError("--threads-sweep chooses the thread counts itself (1, 2, 4, ... up to the "
+                        "platform's)")
+    n, m, k = parse_shape(args.shape or DEFAULT_SHAPE)
+    result = sweep(n, m, k, args.platform, progress=progress)
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(result.records())
+        return 0
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("thread-sweep", N=n, M=m, K=k, platform=result.platform,
+             points=[{key: v for key, v in r.items() if key not in ("N", "M", "K", "platform")}
+                     for r in result.records()])
         return 0
     print(result.table())
     return 0
