@@ -1,7 +1,7 @@
 """Build the integer cores (AVX2; AVX-512 rows where the registry lists them) as a self-contained
 ELF shared object for the functional simulator.
 
-The library has no libc calls, no threads and no CPUID dispatch (gcc ``-O3 -mavx2 -mfma
+The library has no libc calls, no threads and no CPUID dispatch (gcc ``-O3 -mavx2 -mfma -mf16c
 -fPIC -shared -nostdlib -fno-stack-protector -fno-builtin``, plus ``-fno-tree-loop-distribute-patterns``
 so gcc does not turn loops into memset/memcpy calls). Entry points (System V ABI; ``a`` is one token of
 k int8 activations in [-127, 127], ``out`` m int32, ``work`` 64-byte aligned scratch):
@@ -42,6 +42,22 @@ are its VBMI rows, which need ``avx512vbmi`` too); likewise ``avxvnni`` (``tsar_
 
 Weights are in the formats of :mod:`tsar.kernels.formats` (``TL2Weights.data`` etc.), padded by the
 registry's ``overread`` bytes; 0 means success (-1: a shape the format cannot take).
+
+The library also holds the other operators of a decoded token (``native/ops.c``, AVX2 + FMA + F16C,
+simulated by :mod:`tsar.simulate.operators`). Floats are float32, f16 values their uint16 bits; sizes
+are positive multiples of 8 (rope's ``hd`` of 16, the LM head's ``k`` of 32, attention's ``ctx`` and
+``hd`` of 8); 0 means success, -1 a size the entry does not take:
+
+    int tsar_sim_op_embed(const uint16_t *table, int row, float *y, int n);      /* y = f32(table[row]) */
+    int tsar_sim_op_rmsnorm(const float *x, const float *w, float *y, int n, float eps);
+    int tsar_sim_op_quantize(const float *x, int8_t *q, float *scale, int n);    /* as quant.py, bit-exact */
+    int tsar_sim_op_rope(float *x, const float *cos_t, const float *sin_t, int heads, int hd);  /* NEOX */
+    int tsar_sim_op_attention(const float *q, const float *k_new, const float *v_new, uint16_t *kcache,
+                              uint16_t *vcache, float *out, float *scores, int heads, int kv_heads,
+                              int hd, int ctx);    /* one token at ctx - 1; caches f16 [ctx][kv_heads][hd] */
+    int tsar_sim_op_ffn_act(const float *g, const float *u, float *y, int n, int kind);  /* relu^2, silu */
+    int tsar_sim_op_f16_gemv(const uint16_t *w, const float *x, float *y, int m, int k);   /* LM head */
+    int tsar_sim_op_argmax(const float *x, int n);      /* index of the first maximum (-1: bad n) */
 """
 
 from __future__ import annotations
@@ -53,14 +69,17 @@ from pathlib import Path
 from tsar.common.toolchain import build_shared
 from tsar.kernels.registry import NATIVE_KERNELS, SIM_LIBRARY, sim_entry
 
-SOURCES = tuple(dict.fromkeys(NATIVE_KERNELS[name].c_source for name in SIM_LIBRARY))
-FLAGS = ("-O3", "-mavx2", "-mfma", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector", "-fno-builtin",
-         "-fno-tree-loop-distribute-patterns", "-std=gnu11", "-DTSAR_SIM=1")
+SOURCES = (*dict.fromkeys(NATIVE_KERNELS[name].c_source for name in SIM_LIBRARY), "ops.c")
+FLAGS = ("-O3", "-mavx2", "-mfma", "-mf16c", "-fPIC", "-shared", "-nostdlib", "-fno-stack-protector",
+         "-fno-builtin", "-fno-tree-loop-distribute-patterns", "-std=gnu11", "-DTSAR_SIM=1")
 ENTRY_POINTS = tuple(entry for name in SIM_LIBRARY for stem in map(partial(sim_entry, name),
                                                                      NATIVE_KERNELS[name].sim_isas)
                      for entry in (([f"tsar_sim_{stem}_work_size"] if NATIVE_KERNELS[name].gemv_work else [])
                                    + [f"tsar_sim_{stem}_gemv", f"tsar_sim_{stem}_gemm_work_size",
                                       f"tsar_sim_{stem}_gemm"]))
+OP_ENTRY_POINTS = tuple(f"tsar_sim_op_{op}" for op in ("embed", "rmsnorm", "quantize", "rope", "attention",
+                                                         "ffn_act", "f16_gemv", "argmax"))
+"""The token operators' entries (``native/ops.c``)."""
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 
 
