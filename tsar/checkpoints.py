@@ -115,7 +115,8 @@ class Hyper:
     def model_config(self, name: str) -> ModelConfig:
         """The BitLinear shapes of this model as a :class:`tsar.models.ModelConfig`."""
         return ModelConfig(name, self.hidden, self.intermediate, self.layers, self.heads,
-                           kv_heads=self.kv_heads, head_dim=self.head_dim,
+                           kv_heads=self.kv_heads, head_dim=self.head_dim, vocab=self.vocab,
+                           ffn_act=self.ffn_act, sub_norms=self.sub_norms,
                            source=f"GGUF metadata (architecture {self.arch})")
 
 

@@ -34,7 +34,7 @@ from tsar.estimate.layer import counts_for, counts_request, modelled, platform_n
 from tsar.frames import Tabular
 from tsar.kernels.registry import COMPARED, native_label, split_native_label
 from tsar.kernels.tsar_plan import kernel_names
-from tsar.simulate.counts import announced
+from tsar.simulate.counts import announced, simulate_announced
 from tsar.simulate.native_kernel import NATIVE_SIM_KERNELS, natives_for
 
 if TYPE_CHECKING:
@@ -241,6 +241,7 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
     simulating = Work(f"{plat.name}: simulating the missing counts", unit="%", say=progress,
                       every=2.0) if progress else None
     with announced(compare_requests(N, M, K, tsar_kernels, natives), simulating):
+        simulate_announced()
         for kernel, family in families:
             step(f"{plat.name}: simulating {'native ' * (family == 'native')}{kernel} {M} x {K}")
             c = counts[kernel] = counts_for(kernel, N, M, K)

@@ -13,9 +13,19 @@ Shape convention: a BitLinear layer is ``M x K`` with ``M`` outputs and ``K`` in
   them into one ``2*intermediate x hidden``).
 * ``down``: ``M = hidden``, ``K = intermediate``.
 
-Attention score/value products, norms, embeddings and the LM head are not BitLinear and are not
-listed. The BitNet 125M..100B configurations (bitnet.cpp paper, appendix A) give no KV-head count:
-they are multi-head (``kv_heads = heads``), ``head_dim = hidden / heads``.
+The other operators of a token (embedding, norms, RoPE, attention over the KV cache, the FFN
+activation, the LM head, sampling) are described by the rest of :class:`ModelConfig` (vocabulary,
+LM-head precision, activation, sub-norms) and timed by :mod:`tsar.estimate.operators`. The BitNet
+125M..100B configurations (bitnet.cpp paper, appendix A) give no KV-head count: they are multi-head
+(``kv_heads = heads``), ``head_dim = hidden / heads``; nor a vocabulary: they take the 32,002
+tokens of the 1bitLLM BitNet b1.58 reproductions (``bitnet_b1_58-large`` / ``-3B`` config.json)
+the bitnet.cpp benchmarks ran.
+
+LM heads are float16 in every model: bitnet.cpp's converter keeps ``lm_head`` / the tied embedding
+unquantized and its quantizer stores ``output.weight`` (or ``token_embd.weight`` where tied) as F16
+for I2_S / TQ1_0 / TQ2_0 models (microsoft/BitNet ``utils/convert-hf-to-gguf-bitnet.py``; its
+llama.cpp fork's ``llama_model_quantize`` type rules); the KV cache is float16 (llama.cpp's
+default ``type_k`` / ``type_v``).
 """
 
 from __future__ import annotations
@@ -58,6 +68,11 @@ class ModelConfig:
     kv_heads: int | None = None   # None: multi-head attention (= heads)
     head_dim: int | None = None   # None: hidden / heads
     source: str = ""
+    vocab: int = 32002            # tokens (LM-head rows)
+    tied: bool = False            # the LM head is the token embedding
+    head_bits: int = 16           # LM-head precision (F16; see the module doc)
+    ffn_act: str = "silu"         # "relu2" (BitNet b1.58 2B4T) or "silu"
+    sub_norms: bool = True        # BitNet's attn_sub_norm / ffn_sub_norm
 
     def __post_init__(self) -> None:
         if self.head_dim is None and self.hidden % self.heads:
@@ -121,14 +136,16 @@ MODELS: dict[str, ModelConfig] = {
     name: ModelConfig(name, *dims, source=_BITNET_CPP) for name, dims in _BITNET.items()
 }
 MODELS["bitnet-b1.58-2b-4t"] = ModelConfig(
-    "bitnet-b1.58-2b-4t", 2560, 6912, 30, 20, kv_heads=5, head_dim=128,
-    source="BitNet b1.58 2B4T model card / config (microsoft/bitnet-b1.58-2B-4T)")
+    "bitnet-b1.58-2b-4t", 2560, 6912, 30, 20, kv_heads=5, head_dim=128, vocab=128256, tied=True,
+    ffn_act="relu2",
+    source="BitNet b1.58 2B4T model card / config (microsoft/bitnet-b1.58-2B-4T: relu2, tied embeddings, "
+           "128,256 tokens)")
 MODELS["llama3-8b"] = ModelConfig(
-    "llama3-8b", 4096, 14336, 32, 32, kv_heads=8, head_dim=128,
-    source="Llama 3 8B config (as Llama3-8B-1.58, HF1BitLLM)")
+    "llama3-8b", 4096, 14336, 32, 32, kv_heads=8, head_dim=128, vocab=128256,
+    source="Llama 3 8B config (as Llama3-8B-1.58, HF1BitLLM: a separate lm_head, 128,256 tokens)")
 MODELS["falcon3-10b"] = ModelConfig(
-    "falcon3-10b", 3072, 23040, 40, 12, kv_heads=4, head_dim=256,
-    source="Falcon3-10B config (Falcon3-10B-Instruct-1.58bit); head_dim 256 = 3072 / 12")
+    "falcon3-10b", 3072, 23040, 40, 12, kv_heads=4, head_dim=256, vocab=131072,
+    source="Falcon3-10B config (Falcon3-10B-Instruct-1.58bit; 131,072 tokens); head_dim 256 = 3072 / 12")
 
 BITNET_2B = MODELS["bitnet-b1.58-2b-4t"]
 """BitNet b1.58 2B4T: the model whose layers the benchmarks, the validation and the report time."""

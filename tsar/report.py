@@ -593,7 +593,56 @@ def _model_tables(models: Sequence[ModelEstimate]) -> str:
                     "T-SAR vs it", "paper (T-SAR)"], decode, names=2)
             + _table(f"Prefill: time for {PREFILL_TOKENS} tokens (BitLinear layers only, modelled)",
                      ["model", "platform, threads", "T-SAR", "TL2", "T-SAR vs TL2", "best native",
-                      "T-SAR vs it"], prefill, names=2))
+                      "T-SAR vs it"], prefill, names=2)
+            + _e2e_table(models))
+
+
+def _e2e_table(models: Sequence[ModelEstimate]) -> str:
+    """End to end: every operator of a token, next to the paper's Table III."""
+    decode, prefill = [], []
+    for m in (m for m in models if m.operators):
+        d = {f: m.e2e_decode_tps(f) for f in ("tsar", "tl2", "native")}
+        p = {f: m.e2e_prefill_seconds(f) for f in ("tsar", "tl2", "native")}
+        share = m.breakdown("decode")
+        decode.append([m.model, f"{m.platform}, {m.threads} thr, ctx {m.context}", _tps(d["tsar"]),
+                       _x(d["tsar"] / d["tl2"]), _x(d["tsar"] / d["native"]), _tps(m.reported_tps()),
+                       _pct(share["bitlinear"] / sum(share.values()))])
+        prefill.append([m.model, f"{m.platform}, {m.threads} thr", _seconds(p["tsar"]),
+                        _x(p["tl2"] / p["tsar"]), _x(p["native"] / p["tsar"])])
+    if not decode:
+        return ""
+    both = ("every operator of a token, the same operator code on both sides (the natives also "
+            "quantize their activations)")
+    return (_table(f"Decode end to end (modelled): {both}; attention over ctx KV-cache positions",
+                   ["model", "platform, threads, context", "T-SAR tok/s", "vs TL2", "vs best native",
+                    "paper (T-SAR)", "BitLinear share"], decode, names=2)
+            + _table(f"Prefill end to end (modelled, {PREFILL_TOKENS} tokens): {both}",
+                     ["model", "platform, threads", "T-SAR", "vs TL2", "vs best native"], prefill, names=2))
+
+
+def operators_plot(models: Sequence[ModelEstimate]) -> plt.Figure:
+    """Each operator's share of a decoded token (T-SAR side), per model and platform."""
+    shown = [m for m in models if m.operators]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(shown) + 1.6))
+    labels = [f"{m.model} / {m.platform}" for m in shown]
+    ops = list(dict.fromkeys(op for m in shown for op in m.breakdown("decode")))
+    left = [0.0] * len(shown)
+    for i, op in enumerate(ops):
+        shares = []
+        for m in shown:
+            parts = m.breakdown("decode")
+            shares.append(100 * parts.get(op, 0.0) / sum(parts.values()))
+        ax.barh(labels, shares, left=left, label=op, color=f"C{i}")
+        left = [a + b for a, b in zip(left, shares, strict=True)]
+    ax.set_xlabel("% of a decoded token (modelled, T-SAR side)")
+    ax.set_xlim(0, 100)
+    ax.invert_yaxis()
+    below = -0.35 if len(shown) < 4 else -0.12
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, below))
+    ax.set_title("Where a decoded token's time goes, by operator", fontsize=9)
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    return fig
 
 
 def _area_table(data: ReportData) -> str:
@@ -672,6 +721,8 @@ def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt
                 {p: max(c, key=lambda x: x.M * x.K) for p, c in data.platform_layers.items() if p != "host"},
                 {p: max(c, key=lambda x: x.M * x.K) for p, c in (data.platform_gemm or {}).items()
                  if p != "host"}))]
+    if any(m.operators for m in data.models):
+        out.append(("operators", "Decode: every operator of a token (modelled)", operators_plot(data.models)))
     if data.area_rows:
         out.append(("area", "RTL area (Table II)", area_plot(data.area_rows)))
     return out

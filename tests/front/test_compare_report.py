@@ -128,6 +128,28 @@ def test_model_estimate_small_model(monkeypatch) -> None:
     per_token = sum(e.tsar_prefill_seconds for e in est.per_layer)
     assert est.prefill_seconds("tsar") == pytest.approx(128 * 2 * per_token)
     assert "tiny" in format_estimates([est])
+    # every other operator of a token, the same on both sides but the natives' quantization
+    from tsar.simulate.operators import OPERATORS
+
+    assert [o.op for o in est.operators] == list(OPERATORS) and est.context == 1024
+    assert all(o.decode_seconds > 0 and o.prefill_seconds > 0 for o in est.operators)
+    assert [o.op for o in est.operators if o.natives_only] == ["quantize"]
+    quantize = next(o for o in est.operators if o.op == "quantize").decode_seconds
+    others = est.other_seconds("decode", "tsar")
+    assert est.other_seconds("decode", "tl2") == pytest.approx(others + quantize)
+    assert 1 / est.e2e_decode_tps("tsar") == pytest.approx(1 / est.decode_tsar_tps + others)
+    assert 1 / est.e2e_decode_tps("tl2") == pytest.approx(1 / est.decode_tl2_tps + others + quantize)
+    assert sum(est.breakdown("decode").values()) == pytest.approx(1 / est.e2e_decode_tps("tsar"))
+    longer = evaluate("tiny", "mobile", tsar_kernels=("tsar-c2s4-op",), context=4096)
+    attention = {e.context: next(o for o in e.operators if o.op == "attention").decode_seconds
+                 for e in (est, longer)}
+    assert attention[4096] > 2 * attention[1024]   # the KV cache read grows with the context
+    text = format_estimates([est])
+    assert "End to end" in text and "lm_head" in text
+    record = est.records()[0]
+    assert record["decode_tsar_e2e_tok_s"] == pytest.approx(est.e2e_decode_tps("tsar"))
+    bitlinear_only = evaluate("tiny", "mobile", tsar_kernels=("tsar-c2s4-op",), operators=False)
+    assert not bitlinear_only.operators and "End to end" not in format_estimates([bitlinear_only])
 
 
 @pytest.fixture(scope="module")
@@ -165,12 +187,13 @@ def test_report_renders_every_plot(report) -> None:
     path, data = report
     tmp_path = path.parent
     page = path.read_text()
-    assert page.count("src='data:image/png;base64,") == 5  # roofline, speedup, prefill, traffic, scaling
+    # roofline, speedup, prefill, traffic, scaling, operators
+    assert page.count("src='data:image/png;base64,") == 6
     assert "Prefill GEMM (N = 128)" in page and "tsar-c2s4-op-tokens" in page
     assert "Table III" in page and "<td class=n>tiny</td>" in page and "<pre>" not in page  # HTML tables
     for field in ("date", "commit", "cpu", "caches", "native repeats", "seeds"):
         assert f"<th>{field}</th>" in page
-    for stem in ("roofline", "speedup", "prefill", "traffic", "scaling"):
+    for stem in ("roofline", "speedup", "prefill", "traffic", "scaling", "operators"):
         for ext in ("png", "svg"):
             assert (tmp_path / f"r-{stem}.{ext}").stat().st_size > 1000
     assert render(data, bandwidth_gbs=10.0).startswith("<!doctype html>")

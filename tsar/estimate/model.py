@@ -1,8 +1,11 @@
 """Whole-model estimates: decode tokens/s and prefill latency, T-SAR against TL2 and against the
 best native kernel of the platform's ISA, per platform.
 
-Only the BitLinear matrices are counted (QKV, O, gate, up, down of every layer; attention scores,
-norms, embeddings and the LM head are left out, for both sides alike). Each distinct matrix shape is
+The BitLinear matrices (QKV, O, gate, up, down of every layer) give the BitLinear-only figures;
+the other operators of a token (embedding, norms, activation quantization, RoPE, attention over a
+KV cache of ``context`` positions, the FFN activation, the LM head, sampling:
+:mod:`tsar.estimate.operators`) are timed the same way and added for the end-to-end figures. Each
+distinct matrix shape is
 simulated once per kernel (:mod:`tsar.simulate.counts`) and timed by the timing model on the platform; T-SAR
 takes the fastest of its kernels per layer, as the paper's framework selects a dataflow per layer.
 Decode is modelled from one simulated token; prefill (``PREFILL_TOKENS`` tokens) from one simulated
@@ -21,11 +24,12 @@ from dataclasses import dataclass
 
 from tsar.console import Steps, Work
 from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
+from tsar.estimate.operators import DEFAULT_CONTEXT, OperatorTime, operator_times
 from tsar.frames import Tabular
 from tsar.kernels.tsar_plan import kernel_names, parse_kernel_name
 from tsar.models import PREFILL_TOKENS, TABLE_III, LinearShape, get_model
 from tsar.sim.platforms import Platform
-from tsar.simulate.counts import announced, simulated_counts
+from tsar.simulate.counts import announced, simulate_announced, simulated_counts
 from tsar.simulate.native_kernel import natives_for
 
 
@@ -48,11 +52,46 @@ class LayerEstimate:
 
 @dataclass(frozen=True)
 class ModelEstimate(Tabular):
+    """BitLinear-only figures (``decode_tsar_tps``, ``prefill_seconds``, ``best_native``...) and,
+    with the other operators of a token (``operators``, at ``context`` positions), end-to-end ones
+    (``e2e_decode_tps``, ``e2e_prefill_seconds``)."""
+
     model: str
     platform: str
     threads: int
     layers: int
     per_layer: tuple[LayerEstimate, ...]
+    context: int = 0
+    operators: tuple[OperatorTime, ...] = ()
+
+    def other_seconds(self, phase: str, family: str) -> float:
+        """The non-BitLinear operators' seconds (``decode``: per token; ``prefill``: the whole
+        prompt) on the ``tsar`` side or a native one (which also quantizes its activations)."""
+        return sum(o.seconds(phase) for o in self.operators if family != "tsar" or not o.natives_only)
+
+    def _bitlinear(self, phase: str, family: str) -> float:
+        """BitLinear seconds (decode: per token; prefill: the prompt) of ``tsar``, ``tl2`` or
+        ``native`` (the best native of the phase)."""
+        if family == "native":
+            value = self.best_native(phase)[1]
+            return 1.0 / value if phase == "decode" else value
+        if phase == "decode":
+            return 1.0 / (self.decode_tsar_tps if family == "tsar" else self.decode_tl2_tps)
+        return self.prefill_seconds(family)
+
+    def e2e_decode_tps(self, family: str) -> float:
+        """Decode tokens/s with every operator of a token (``tsar``, ``tl2`` or ``native``)."""
+        return 1.0 / (self._bitlinear("decode", family) + self.other_seconds("decode", family))
+
+    def e2e_prefill_seconds(self, family: str) -> float:
+        """Prefill seconds of ``PREFILL_TOKENS`` tokens with every operator."""
+        return self._bitlinear("prefill", family) + self.other_seconds("prefill", family)
+
+    def breakdown(self, phase: str = "decode", family: str = "tsar") -> dict[str, float]:
+        """Seconds per operator (``bitlinear`` first) of a decoded token or of the prefill."""
+        out = {"bitlinear": self._bitlinear(phase, family)}
+        out.update({o.op: o.seconds(phase) for o in self.operators if family != "tsar" or not o.natives_only})
+        return out
 
     def _total(self, attr: str, tokens: int) -> float:
         return self.layers * tokens * sum(getattr(e, attr) for e in self.per_layer)
@@ -97,7 +136,15 @@ class ModelEstimate(Tabular):
                  "decode_speedup_native": self.decode_tsar_tps / dn,
                  "prefill_native_kernel": pk, "prefill_native_s": pn,
                  "prefill_speedup_native": pn / self.prefill_seconds("tsar"),
-                 **by_width, "paper_tok_s": self.reported_tps()}]
+                 **by_width, "paper_tok_s": self.reported_tps(), **self._e2e_record()}]
+
+    def _e2e_record(self) -> dict:
+        if not self.operators:
+            return {}
+        return {"context": self.context,
+                **{f"decode_{f}_e2e_tok_s": self.e2e_decode_tps(f) for f in ("tsar", "tl2", "native")},
+                **{f"prefill_{f}_e2e_s": self.e2e_prefill_seconds(f) for f in ("tsar", "tl2", "native")},
+                **{f"decode_tsar_{op}_s": s for op, s in self.breakdown("decode").items()}}
 
     def best_native(self, phase: str) -> tuple[str, float]:
         """The native kernel fastest over the whole model in ``phase`` (``decode``: tokens/s;
@@ -119,10 +166,11 @@ class ModelEstimate(Tabular):
 
 
 def evaluate(model: str, platform: str | Platform, *, threads: int | None = None,
-             tsar_kernels: Sequence[str] | None = None,
-             progress: Callable[[str], None] | None = None) -> ModelEstimate:
+             tsar_kernels: Sequence[str] | None = None, context: int = DEFAULT_CONTEXT,
+             operators: bool = True, progress: Callable[[str], None] | None = None) -> ModelEstimate:
     """Decode and prefill estimates of ``model`` on ``platform`` (a name, or a resolved
-    :class:`Platform`: a sweep passes the host's description measured once, not re-measured)."""
+    :class:`Platform`: a sweep passes the host's description measured once, not re-measured);
+    ``operators``: the other operators of a token too, decode at ``context`` positions."""
     cfg = get_model(model)
     plat = platform_named(platform) if isinstance(platform, str) else platform
     # the registered configurations whose width the platform's ISA has
@@ -134,10 +182,15 @@ def evaluate(model: str, platform: str | Platform, *, threads: int | None = None
     simulating = Work(f"{plat.name}: simulating the missing counts", unit="%", say=progress,
                       every=2.0) if progress else None
     with announced(model_requests(cfg.name, tsar_kernels, natives), simulating):
+        simulate_announced()
         estimates = [_layer(cfg, shape, plat, threads, tsar_kernels, step, natives)
                      for shape in cfg.gemv_shapes()]
     name = platform if isinstance(platform, str) else plat.name
-    return ModelEstimate(cfg.name, name, threads, cfg.layers, tuple(estimates))
+    if operators and progress:
+        progress(f"{plat.name}: {cfg.name}'s other operators (simulated once at small sizes, then cached)")
+    others = operator_times(cfg, plat, threads, context) if operators else ()
+    return ModelEstimate(cfg.name, name, threads, cfg.layers, tuple(estimates), context if operators else 0,
+                         others)
 
 
 def model_requests(model: str, tsar_kernels: Sequence[str] | None = None,
@@ -196,6 +249,7 @@ def format_estimates(results: Sequence[ModelEstimate]) -> str:
             f"{r.prefill_seconds('tsar'):16.3f} {r.prefill_seconds('tl2'):8.3f} "
             f"{r.prefill_seconds('tl2') / r.prefill_seconds('tsar'):7.2f}x {f'{pn:.3f} {pk}':>24} "
             f"{pn / r.prefill_seconds('tsar'):6.2f}x {paper if paper is not None else '-':>12}")
+    lines += _e2e_lines(results)
     if len(widths) < 2:
         return "\n".join(lines)
     head = " ".join([f"{'model':18} {'platform':12}", *(f"{f'decode T-SAR-{w}':>17}" for w in widths),
@@ -215,3 +269,31 @@ def format_estimates(results: Sequence[ModelEstimate]) -> str:
                      + " ".join(f"{pre[w]:18.3f}" if w in pre else f"{'-':>18}" for w in widths)
                      + f" {pn / pre[max(have)]:8.2f}x")
     return "\n".join(lines)
+
+
+def _e2e_lines(results: Sequence[ModelEstimate]) -> list[str]:
+    """End-to-end figures (every operator of a token) and each operator's share of a token."""
+    with_ops = [r for r in results if r.operators]
+    if not with_ops:
+        return []
+    head = (f"{'model':18} {'platform':12} {'ctx':>5} {'decode tok/s T-SAR':>19} {'TL2':>8} {'speedup':>8} "
+            f"{'native':>8} {'vs it':>7} {'prefill s T-SAR':>16} {'TL2':>8} {'speedup':>8} {'native':>8} "
+            f"{'vs it':>7} {'paper tok/s':>12}")
+    lines = ["", "End to end: every operator of a token (embedding, norms, RoPE, attention over the KV cache "
+             "of ctx positions, FFN activation, LM head, sampling; the natives also quantize their "
+             "activations), the same operator code on both sides", head, "-" * len(head)]
+    for r in with_ops:
+        d = {f: r.e2e_decode_tps(f) for f in ("tsar", "tl2", "native")}
+        p = {f: r.e2e_prefill_seconds(f) for f in ("tsar", "tl2", "native")}
+        paper = r.reported_tps()
+        lines.append(f"{r.model:18} {r.platform:12} {r.context:5d} {d['tsar']:19.1f} {d['tl2']:8.1f} "
+                     f"{d['tsar'] / d['tl2']:7.2f}x {d['native']:8.1f} {d['tsar'] / d['native']:6.2f}x "
+                     f"{p['tsar']:16.3f} {p['tl2']:8.3f} {p['tl2'] / p['tsar']:7.2f}x {p['native']:8.3f} "
+                     f"{p['native'] / p['tsar']:6.2f}x {paper if paper is not None else '-':>12}")
+    lines += ["", "Share of a decoded token, T-SAR side (the fastest T-SAR kernel per layer):"]
+    for r in with_ops:
+        parts = r.breakdown("decode")
+        total = sum(parts.values())
+        lines.append(f"{r.model:18} {r.platform:12} " + ", ".join(
+            f"{op} {100 * s / total:.1f} %" for op, s in sorted(parts.items(), key=lambda kv: -kv[1])))
+    return lines

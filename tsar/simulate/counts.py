@@ -655,6 +655,19 @@ def announced(requests: Iterable[tuple[str, int, int, int]],
         _ANNOUNCED_PROGRESS.pop()
 
 
+def simulate_announced() -> None:
+    """Compute the announced counts now (in parallel, as the first missing one would), so that the
+    caller's steps after this time only what they do themselves; nothing if every one is cached."""
+    state = _state()
+    for run in sorted((r for runs in _ANNOUNCED for r in runs), key=lambda r: not r.tsar):
+        if run in state.simulated or run in state.computed:
+            continue
+        with suppress(ValueError, UserError):  # (a shape a kernel cannot take: reported in context)
+            if not cache_path(run).exists():
+                _counts(run)
+                return
+
+
 def workers() -> int:
     """Processes for independent simulations: the CPUs this process may run on; 1 inside a daemonic
     process (a sweep's pool worker), which may not have children."""

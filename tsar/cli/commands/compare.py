@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help=f"instead of one layer: a whole model, one of {names(models())} "
                                         "(or a unique ending of one, such as 2b-4t): decode tokens/s "
                                         "and prefill latency")
+    parser.add_argument("--context", type=positive_int, default=None, metavar="POSITIONS",
+                        help="--model: the context length of a decoded token (positions its attention "
+                             "reads from the KV cache; default 1024)")
     parser.add_argument("--threads-sweep", action="store_true",
                         help="instead: the layer modelled at 1, 2, 4, ... threads up to the platform's "
                              "(the paper's Fig. 10): the fastest T-SAR kernel against TL2 and the best "
@@ -42,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.model and args.shape:
         raise UserError("--model and --shape exclude each other (a model has its own shapes)")
+    if args.context and not args.model:
+        raise UserError("--context applies to --model (a layer has no KV cache)")
     if args.threads is not None:
         from tsar.estimate.layer import platform_named
 
@@ -57,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         from tsar.estimate.model import evaluate, format_estimates
 
         try:
-            result = evaluate(args.model, args.platform, threads=args.threads, progress=progress)
+            result = evaluate(args.model, args.platform, threads=args.threads, progress=progress,
+                              **({"context": args.context} if args.context else {}))
         except KeyError as exc:
             raise UserError(str(exc.args[0])) from None
         if args.csv:
