@@ -211,6 +211,24 @@ def test_validation_measures_thread_scaling():
 
 
 @pytest.mark.native
+@needs_gcc
+def test_validation_measures_the_other_operators(monkeypatch):
+    """The other operators of a token: the library's own code timed natively beside its model
+    (small sizes here; a full run takes BitNet-2B's)."""
+    from tsar.validation import validate as validation
+
+    cases = [("rmsnorm", {"n": 512}, None), ("lm_head", {"m": 64, "k": 512}, None),
+             ("attention", {"heads": 4, "kv_heads": 2, "hd": 64, "ctx": 64}, None)]
+    monkeypatch.setattr(validation, "operator_cases", lambda llc: cases)
+    v = validation.validate((), shapes=(), tsar_kernels=(), tsar_gemm_kernels=(), operators=True, calls=5,
+                            rounds=2)
+    assert [c.kernel for c in v.operators] == ["rmsnorm", "lm_head", "attention"] and not v.cases
+    assert all(math.isfinite(c.error) and c.measured > 0 and c.predicted > 0 for c in v.operators)
+    assert {c.data for c in v.operators} == {"cache"}
+    assert "operators MAPE" in v.table() and "heads 4, kv_heads 2, hd 64, ctx 64" in v.table()
+
+
+@pytest.mark.native
 @pytest.mark.slow
 @needs_gcc
 def test_validation_full_table():

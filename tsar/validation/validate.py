@@ -86,6 +86,10 @@ THREAD_KERNELS = ("i2s", "int2")
 cores, measured through the native library's threaded calls (:func:`tsar.estimate.host.native_timer`)."""
 THREAD_SHAPE = max(BITNET_2B_LAYERS, key=lambda s: s[0] * s[1])
 """The layer of the thread-scaling cases: BitNet-2B's largest (6912 x 2560, gate and up)."""
+OPERATOR_MODEL = "bitnet-b1.58-2b-4t"
+"""The model whose other operators of a token are validated (``operators``), at their sizes in it."""
+OPERATOR_CONTEXT = 1024
+"""Context length of the validated attention."""
 DATA = ("cache", "DRAM", "GEMM")
 TARGETS = {"cache": 7.0, "overall": 12.0, "isa_speedup": 10.0}
 """The model's accuracy targets on the host (percent): MAPE in cache and over all cases, and each
@@ -134,8 +138,9 @@ class Case:
 
     @property
     def data(self) -> str:
-        """``cache``, ``DRAM`` or ``GEMM`` (N tokens, weights cache-resident)."""
-        return "GEMM" if self.N > 1 else self.variant
+        """``cache``, ``DRAM`` or ``GEMM`` (N tokens, weights cache-resident); an operator's
+        variant is ``<data>:<size>``."""
+        return "GEMM" if self.N > 1 else self.variant.split(":", 1)[0]
 
     @property
     def error(self) -> float:
@@ -153,6 +158,12 @@ class Validation(Tabular):
     frequency_ghz: float
     notes: tuple[str, ...] = ()
     scaling: tuple[Case, ...] = ()
+    operators: tuple[Case, ...] = ()
+
+    def operators_mape(self) -> float:
+        """MAPE (percent) of the other operators' cases."""
+        errs = [abs(c.error) for c in self.operators]
+        return 100.0 * sum(errs) / len(errs) if errs else math.nan
 
     def thread_speedups(self) -> list[tuple[Case, Case, float, float]]:
         """Per scaling case at more than one thread with a one-thread twin (same kernel, shape and
@@ -214,7 +225,20 @@ class Validation(Tabular):
                 for c in (*self.cases, *self.scaling)]
 
     def table(self) -> str:
-        return "\n".join([*self._single_rows(), *self._scaling_rows()])
+        return "\n".join([*self._single_rows(), *self._scaling_rows(), *self._operator_rows()])
+
+    def _operator_rows(self) -> list[str]:
+        if not self.operators:
+            return []
+        rows = ["", f"the other operators of a token ({OPERATOR_MODEL}'s sizes; the same code the model "
+                    "simulates, run natively; data: DRAM = the big data from DRAM)",
+                f"{'operator':12} {'size':>28} {'data':>6} {'predicted us':>13} {'measured us':>12} "
+                f"{'spread':>7} {'error':>8}  bound"]
+        rows += [f"{c.kernel:12} {c.variant.split(':', 1)[1]:>28} {c.data:>6} {c.predicted * 1e6:13.2f} "
+                 f"{c.measured * 1e6:12.2f} {100 * c.spread:6.1f}% {100 * c.error:+7.1f}%  {c.bound}"
+                 for c in self.operators]
+        rows.append(f"operators MAPE {self.operators_mape():.1f} % over {len(self.operators)} cases")
+        return rows
 
     def _single_rows(self) -> list[str]:
         if not self.cases:
@@ -383,12 +407,104 @@ class _Pending:
     threads: int = 1
 
 
+def operator_cases(llc: float) -> list[tuple[str, dict[str, int], float | None]]:
+    """``(op, size, footprint)`` of the validated operator calls: every distinct call of a token of
+    :data:`OPERATOR_MODEL` at :data:`OPERATOR_CONTEXT` (:func:`tsar.estimate.operators.operator_calls`),
+    each measured on its own data (footprint None: in the caches, but for an LM head larger than the
+    last-level cache) and the attention also on KV caches that come from DRAM (copies of twice the
+    last-level cache)."""
+    from tsar.estimate.operators import operator_calls
+    from tsar.models import get_model
+    out, seen = [], set()
+    for op, size, per_token, _, _ in operator_calls(get_model(OPERATOR_MODEL), OPERATOR_CONTEXT):
+        key = (op, tuple(sorted(size.items())))
+        if not per_token or key in seen:
+            continue
+        seen.add(key)
+        out.append((op, size, None))
+        if op == "attention":  # (the LM head is larger than a last-level cache already)
+            out.append((op, size, 2.0 * llc))
+    return out
+
+
+def _operator_args(op: str, s: dict[str, int], copies: int, rng: np.random.Generator
+                   ) -> tuple[list[tuple], list, int]:
+    """ctypes argument sets (one per copy of the big data) for the library's entry of ``op``, the
+    arrays they point into and the big data's bytes."""
+    c_int, c_float = ctypes.c_int, ctypes.c_float
+
+    def normal(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    if op == "embedding":
+        table = normal(4, s["n"]).astype(np.float16)
+        y = np.zeros(s["n"], np.float32)
+        return [(_ptr(table), c_int(1), _ptr(y), c_int(s["n"]))], [table, y], 0
+    if op == "rmsnorm":
+        x, w, y = normal(s["n"]), normal(s["n"]), np.zeros(s["n"], np.float32)
+        return [(_ptr(x), _ptr(w), _ptr(y), c_int(s["n"]), c_float(1e-5))], [x, w, y], 0
+    if op == "quantize":
+        x, q, scale = normal(s["n"]), np.zeros(s["n"], np.int8), np.zeros(1, np.float32)
+        return [(_ptr(x), _ptr(q), _ptr(scale), c_int(s["n"]))], [x, q, scale], 0
+    if op == "rope":
+        x, cos, sin = normal(s["heads"] * s["hd"]), normal(s["hd"] // 2), normal(s["hd"] // 2)
+        return [(_ptr(x), _ptr(cos), _ptr(sin), c_int(s["heads"]), c_int(s["hd"]))], [x, cos, sin], 0
+    if op == "attention":
+        heads, kv, hd, ctx = s["heads"], s["kv_heads"], s["hd"], s["ctx"]
+        q, kn, vn = normal(heads * hd), normal(kv * hd), normal(kv * hd)
+        out, scores = np.zeros(heads * hd, np.float32), np.zeros(ctx, np.float32)
+        caches = [(normal(ctx, kv, hd).astype(np.float16), normal(ctx, kv, hd).astype(np.float16))
+                  for _ in range(copies)]
+        sets = [(_ptr(q), _ptr(kn), _ptr(vn), _ptr(k), _ptr(v), _ptr(out), _ptr(scores), c_int(heads),
+                 c_int(kv), c_int(hd), c_int(ctx)) for k, v in caches]
+        return sets, [q, kn, vn, out, scores, caches], 2 * ctx * kv * hd * 2
+    if op == "ffn_act":
+        g, u, y = normal(s["n"]), normal(s["n"]), np.zeros(s["n"], np.float32)
+        return [(_ptr(g), _ptr(u), _ptr(y), c_int(s["n"]), c_int(s["kind"]))], [g, u, y], 0
+    if op == "lm_head":
+        m, k = s["m"], s["k"]
+        w = (normal(m, k) * np.float32(0.05)).astype(np.float16)
+        x, y = normal(k), np.zeros(m, np.float32)
+        return [(_ptr(w), _ptr(x), _ptr(y), c_int(m), c_int(k))], [w, x, y], m * k * 2
+    x = normal(s["n"])  # sampling
+    return [(_ptr(x), c_int(s["n"]))], [x], 0
+
+
+def _operator_pending(lib: ctypes.CDLL, overhead: float, calls: int, llc: float, step: Callable,
+                      platform_name: str) -> list[_Pending]:
+    """The operator cases, modelled from their simulated counts and timed natively."""
+    from tsar.estimate.host import ctypes_timer
+    from tsar.sim.timing.predict import predict
+    from tsar.simulate.operators import ENTRIES, operator_counts
+
+    step(f"{platform_name}: simulating and modelling the other operators of a token ({OPERATOR_MODEL})")
+    rng = np.random.default_rng(0)
+    pending = []
+    for op, size, footprint in operator_cases(llc):
+        counts = operator_counts(op, **size)
+        fn = getattr(lib, f"tsar_sim_op_{ENTRIES[op]}")
+        fn.restype = ctypes.c_int
+        big = counts.resident_bytes
+        copies = 1 if footprint is None or op == "lm_head" else max(2, math.ceil(footprint / max(big, 1)) + 1)
+        sets, arrays, _ = _operator_args(op, size, copies, rng)
+
+        def model(plat, c=counts, fp=footprint):
+            pred = predict(c.stats, c.code, c.code_address, plat, streams=c.data_streams(fp))
+            return pred.seconds, pred.bound, pred
+
+        label = ", ".join(f"{k} {v}" for k, v in size.items())
+        data = "DRAM" if (footprint or big) > llc else "cache"
+        pending.append(_Pending(op, 1, 0, 0, f"{data}:{label}", big, model,
+                                ctypes_timer(fn, sets, overhead, keep=arrays), calls))
+    return pending
+
+
 def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]] = FULL_SHAPES, *,
              tsar_kernels: Sequence[str] = TSAR_KERNELS, gemm_kernels: Sequence[str] | None = None,
              tsar_gemm_kernels: Sequence[str] = TSAR_GEMM_KERNELS, gemm_tokens: int = GEMM_TOKENS,
              dram: bool = True, platform=None, calls: int = 20, rounds: int = 7,
              threads: Sequence[int] = (), thread_kernels: Sequence[str] = THREAD_KERNELS,
-             thread_shape: tuple[int, int] = THREAD_SHAPE,
+             thread_shape: tuple[int, int] = THREAD_SHAPE, operators: bool = False,
              progress: Callable[[str], None] | None = None) -> Validation:
     """Model and measure every kernel x shape (x cache / DRAM, and GEMM); see the module docstring.
 
@@ -398,6 +514,7 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
     thread counts of the scaling cases (empty: none): each of ``thread_kernels`` (AVX2 builds) on
     ``thread_shape`` as GEMV from DRAM (unless ``dram`` is False) and as GEMM (unless it is left
     out), measured through the native library's threaded calls and modelled at that many threads.
+    ``operators``: the other operators of a token (:func:`operator_cases`) too.
     """
     from tsar.estimate.host import (
         ProxyKernel,
@@ -433,7 +550,8 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
         notes.append(f"not validated: {', '.join(skipped)} (the host lacks the ISA to run it natively)")
     natives = [(name, isa) for name in kernels for isa in variants_of[name]]
     step = Steps(len(shapes) * (len(natives) + len(tsar_kernels) + len(gemm_kernels)
-                                + len(tsar_gemm_kernels)) + len(thread_kernels) * bool(threads) + 1, say)
+                                + len(tsar_gemm_kernels)) + len(thread_kernels) * bool(threads)
+                 + operators + 1, say)
     pending: list[_Pending] = []
     gemm_calls = max(3, calls // 5)
     for M, K in shapes:
@@ -491,6 +609,8 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
                 scaling.append(_Pending(name, n, M, K, variant, wbytes, _modelled(c, n, footprint, t), timer,
                                         calls if n == 1 else gemm_calls, t))
     pending += scaling
+    ops = _operator_pending(lib, overhead, calls, llc, step, platform.name) if operators else []
+    pending += ops
     step(f"{platform.name}: measuring {len(pending)} cases alternating, {rounds} rounds")
     timers = {str(i): p.timer for i, p in enumerate(pending)}
     counts = {str(i): p.calls for i, p in enumerate(pending)}
@@ -509,13 +629,14 @@ def validate(kernels: Sequence[str] = KERNELS, shapes: Sequence[tuple[int, int]]
         m = measured[str(i)]
         cases.append(Case(p.kernel, p.M, p.K, p.variant, p.weight_bytes, seconds, m.seconds, pred,
                           m.spread, bound, p.N, p.threads))
-    single = tuple(cases[:len(pending) - len(scaling)])
+    single = tuple(cases[:len(pending) - len(scaling) - len(ops)])
+    operator_cases = tuple(cases[len(pending) - len(ops):])
     return Validation(single, platform.name, platform.core.frequency_ghz,
                       (*notes, f"native times exclude the ctypes call overhead, {overhead * 1e6:.2f} us "
                        "(an entry point that returns at once)",
                        f"every case measured alternating with all others: {rounds} rounds of "
                        f"{calls} calls (GEMM {gemm_calls}); per case the median over rounds of each round's "
-                       "fastest call"), tuple(cases[len(single):]))
+                       "fastest call"), tuple(cases[len(single):len(pending) - len(ops)]), operator_cases)
 
 
 __all__ = [

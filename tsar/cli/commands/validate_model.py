@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="thread counts of the thread-scaling cases (the two fastest AVX2 natives on "
                              "BitNet-2B's largest layer, 6912x2560, GEMV from DRAM and GEMM; default: every "
                              "count from 1 to this host's CPUs, none with --tiny; 0: none)")
+    parser.add_argument("--no-operators", action="store_true",
+                        help="skip the other operators of a token (embedding, norms, RoPE, attention, "
+                             "LM head...; included unless --tiny)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (docs/json.md)")
     parser.add_argument("--csv", action="store_true", help="print the cases as CSV")
 
@@ -130,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     tsar_kernels = () if args.no_proxy else host_tsar_kernels(cpu_flags())
     threads = _threads(args)
     result = validate(kernels, shapes, tsar_kernels=tsar_kernels, dram=not args.no_dram, threads=threads,
+                      operators=not (args.tiny or args.no_operators),
                       tsar_gemm_kernels=() if args.no_proxy else TSAR_GEMM_KERNELS,
                       gemm_tokens=0 if args.no_gemm else GEMM_TOKENS,
                       calls=args.calls, rounds=args.rounds,
@@ -160,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
                               "threads": c.threads, "predicted_s": c.predicted, "measured_s": c.measured,
                               "spread": c.spread, "error": c.error, "bound": c.bound}
                              for c in result.scaling],
+             operators=[{"operator": c.kernel, "size": c.variant.split(":", 1)[1], "data": c.data,
+                         "big_data_bytes": c.weight_bytes, "predicted_s": c.predicted,
+                         "measured_s": c.measured, "spread": c.spread, "error": c.error, "bound": c.bound}
+                        for c in result.operators],
              thread_speedups=[{"kernel": c.kernel, "N": c.N, "variant": c.variant, "threads": c.threads,
                                "predicted": p, "measured": m} for _, c, p, m in result.thread_speedups()],
              targets=[{"target": what, "met": ok, "figure": got} for what, ok, got in result.targets()],
