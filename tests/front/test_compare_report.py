@@ -140,16 +140,22 @@ def test_model_estimate_small_model(monkeypatch) -> None:
     assert 1 / est.e2e_decode_tps("tsar") == pytest.approx(1 / est.decode_tsar_tps + others)
     assert 1 / est.e2e_decode_tps("tl2") == pytest.approx(1 / est.decode_tl2_tps + others + quantize)
     assert sum(est.breakdown("decode").values()) == pytest.approx(1 / est.e2e_decode_tps("tsar"))
-    longer = evaluate("tiny", "mobile", tsar_kernels=("tsar-c2s4-op",), context=4096)
-    attention = {e.context: next(o for o in e.operators if o.op == "attention").decode_seconds
-                 for e in (est, longer)}
-    assert attention[4096] > 2 * attention[1024]   # the KV cache read grows with the context
+    from dataclasses import replace
+
+    from tsar.estimate.layer import platform_named
+    from tsar.estimate.operators import operator_times
+
+    longer = operator_times(tiny, platform_named("mobile"), est.threads, context=4096)
+    attention = [next(o for o in ops if o.op == "attention").decode_seconds
+                 for ops in (est.operators, longer)]
+    assert attention[1] > 2 * attention[0]   # the KV cache read grows with the context
     text = format_estimates([est])
     assert "End to end" in text and "lm_head" in text
     record = est.records()[0]
     assert record["decode_tsar_e2e_tok_s"] == pytest.approx(est.e2e_decode_tps("tsar"))
-    bitlinear_only = evaluate("tiny", "mobile", tsar_kernels=("tsar-c2s4-op",), operators=False)
-    assert not bitlinear_only.operators and "End to end" not in format_estimates([bitlinear_only])
+    bitlinear_only = replace(est, operators=(), context=0)
+    assert "End to end" not in format_estimates([bitlinear_only])
+    assert "context" not in bitlinear_only.records()[0]
 
 
 @pytest.fixture(scope="module")

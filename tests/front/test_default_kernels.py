@@ -45,6 +45,7 @@ def test_evaluate_defaults_to_registered_kernels(variant, monkeypatch) -> None:
     monkeypatch.setattr(model_eval, "simulated_counts", counts)
     monkeypatch.setattr(model_eval, "counts_for", counts)
     monkeypatch.setattr(model_eval, "modelled", modelled)
+    monkeypatch.setattr(model_eval, "simulate_announced", lambda: None)  # (counts are faked)
     with pytest.raises(_Seen):
         model_eval.evaluate("bitnet-125m", "laptop")
 
@@ -54,5 +55,6 @@ def test_compare_defaults_to_registered_kernels(variant, monkeypatch) -> None:
     counts, modelled = _fakes(variant, seen)
     monkeypatch.setattr(compare_mod, "counts_for", counts)
     monkeypatch.setattr(compare_mod, "modelled", modelled)
+    monkeypatch.setattr(compare_mod, "simulate_announced", lambda: None)  # (counts are faked)
     with pytest.raises(_Seen):
         compare_mod.compare(1, 256, 256, "laptop")
