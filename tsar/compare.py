@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 BASELINE = "tl2"
 ISA_NAMES = {"avx2": "AVX2", "avxvnni": "AVX-VNNI", "avx512": "AVX-512 VNNI"}
+"""How tables name the natives' ISA levels."""
 
 
 def isa_name(kernel: str, isa: str) -> str:
@@ -55,7 +56,8 @@ def isa_name(kernel: str, isa: str) -> str:
     except KeyError:
         return name
     return ", ".join([name, *(flag.removeprefix("avx512").upper() for flag in extra)])
-"""How tables name the natives' ISA levels."""
+
+
 MEASURED_NATIVE = COMPARED
 MODELLED = "modelled"
 MEASURED = "measured"

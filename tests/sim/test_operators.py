@@ -13,13 +13,13 @@ from tsar.common.toolchain import cache_dir
 from tsar.errors import UserError
 from tsar.kernels.quant import quantize_activations
 from tsar.sim.timing.predict import predict
+from tsar.simulate.native_kernel import loaded_machine
 from tsar.simulate.operators import (
     OPERATORS,
     SIZES,
     OperatorCounts,
     bases,
     cache_path,
-    loaded_machine,
     operator_counts,
     simulate_operator,
 )

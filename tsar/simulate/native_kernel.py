@@ -71,10 +71,11 @@ def _library() -> str:
 _LOADED: dict[int, tuple[Machine, dict[str, int]]] = {}
 
 
-def _loaded() -> tuple[Machine, dict[str, int]]:
-    """This process's machine with the simulator library loaded. Loading decodes and compiles every
-    instruction of the library (most of a small simulation's time), so it is done once per process;
-    calls are independent (arguments are placed anew, statistics are per call)."""
+def loaded_machine() -> tuple[Machine, dict[str, int]]:
+    """This process's machine with the simulator library loaded, and the library's symbols (the
+    native cores' entries and the operators', :mod:`tsar.simulate.operators`). Loading decodes and
+    compiles every instruction of the library (most of a small simulation's time), so it is done
+    once per process; calls are independent (arguments are placed anew, statistics are per call)."""
     pid = os.getpid()  # a forked worker loads its own
     if pid not in _LOADED:
         machine = create_machine()
@@ -189,7 +190,7 @@ def simulate_native(kernel: str, M: int, K: int, *, n: int = 1, seed: int = 0,
         packed = pack_native(kernel, w)
     except ValueError as exc:
         raise UserError(f"{kernel} cannot take a {M} x {K} layer: {exc}") from None
-    machine, symbols = _loaded()
+    machine, symbols = loaded_machine()
     spec = NATIVE_KERNELS[kernel]
     bm, bk = (packed.bm, packed.bk) if spec.blocked else (0, packed.bk) if spec.aux else (0, 0)
     # the weights' fields after the bytes: the row sums and the whole descriptor (dense), the

@@ -3,7 +3,7 @@
 Each operator is an entry of the simulator library (``kernels/native/ops.c``: AVX2, FMA and F16C,
 freestanding, see :mod:`tsar.kernels.simbuild`), the library the native BitLinear cores are
 simulated from (:mod:`tsar.simulate.native_kernel`), run with memory statistics on a machine that
-has it loaded (:func:`loaded_machine`, one per process), and checked against a
+has it loaded (:func:`tsar.simulate.native_kernel.loaded_machine`, one per process), and checked against a
 numpy reference, so that the timing model (:func:`tsar.sim.timing.predict.predict`) times them on
 any platform as it times the BitLinear kernels. Sizes (keyword arguments, in this order):
 
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import pickle
 from dataclasses import dataclass
 from functools import cache
@@ -58,7 +57,7 @@ from tsar.common.toolchain import cache_dir, write_atomic
 from tsar.errors import UserError
 from tsar.kernels.quant import quantize_activations
 from tsar.kernels.simbuild import build_sim_library
-from tsar.sim import Machine, Stats, create_machine
+from tsar.sim import Stats
 from tsar.sim.timing.memory import DataStream
 
 OPERATORS = ("embedding", "rmsnorm", "quantize", "rope", "attention", "ffn_act", "lm_head", "sampling")
@@ -151,20 +150,6 @@ def _traffic(op: str, s: dict[str, int]) -> tuple[int, int, int, int, int]:
     return 0, 0, 0, inputs, outputs
 
 
-_LOADED: dict[int, tuple[Machine, dict[str, int]]] = {}
-
-
-def loaded_machine() -> tuple[Machine, dict[str, int]]:
-    """This process's machine with the simulator library loaded, and the library's symbols (loading
-    decodes the whole library, about a second, so it is done once per process; calls are
-    independent)."""
-    pid = os.getpid()  # a forked worker loads its own
-    if pid not in _LOADED:
-        machine = create_machine()
-        _LOADED[pid] = machine, machine.load_elf(str(build_sim_library()))
-    return _LOADED[pid]
-
-
 @cache
 def library_digest() -> str:
     """A digest of the simulator library's bytes (the cache key: a changed ``ops.c`` is simulated
@@ -209,7 +194,7 @@ def simulate_operator(op: str, *, seed: int = 0, **size: int) -> tuple[OperatorC
     inputs drawn from ``seed``, check it against the numpy reference (module docstring; RuntimeError
     on a mismatch) and return its counts and its result: the output floats (embedding, rmsnorm,
     rope, attention, ffn_act, lm_head), ``(q, scale)`` (quantize) or the index (sampling)."""
-    from tsar.simulate.native_kernel import executed_region
+    from tsar.simulate.native_kernel import executed_region, loaded_machine
 
     s = _size(op, size)
     rng = np.random.default_rng(seed)
@@ -367,5 +352,5 @@ def operator_counts(op: str, *, use_cache: bool = True, **size: int) -> Operator
     return counts
 
 
-__all__ = ["BIG_DATA", "GROWS", "OPERATORS", "SIZES", "OperatorCounts", "bases", "loaded_machine",
+__all__ = ["BIG_DATA", "GROWS", "OPERATORS", "SIZES", "OperatorCounts", "bases",
            "operator_counts", "simulate_operator"]
