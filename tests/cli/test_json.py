@@ -123,9 +123,13 @@ def test_model_estimate_json(capsys, monkeypatch):
     monkeypatch.setattr("tsar.estimate.model.get_model", lambda name: tiny)
     # three of the Mobile's natives (all of them: the slow test below)
     monkeypatch.setattr("tsar.estimate.model.natives_for", lambda isa: ("tl2", "int2", "int2-avxvnni"))
-    doc = _doc(capsys, ["-q", "compare", "--model", "bitnet-700m", "--platform", "mobile", "--json"],
-               "model-estimate")
-    assert doc["estimate"]["model"] == "tiny" and doc["estimate"]["threads"] == 4
+    monkeypatch.setattr("tsar.estimate.model.kernel_names", lambda isa: ("tsar-c2s4-op", "tsar-c4s4-op"))
+    doc = _doc(capsys, ["-q", "compare", "--model", "bitnet-700m", "--platform", "mobile", "--context", "512",
+                        "--json"], "model-estimate")
+    estimate = doc["estimate"]
+    assert estimate["model"] == "tiny" and estimate["threads"] == 4 and estimate["context"] == 512
+    assert {o["op"] for o in estimate["operators"]} >= {"attention", "lm_head", "quantize"}
+    assert all(o["decode_seconds"] > 0 for o in estimate["operators"])
 
 
 @pytest.mark.slow
