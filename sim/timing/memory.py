@@ -164,15 +164,20 @@ def kernel_time(core_cycles: float, streams: Iterable[DataStream], platform: Pla
     return KernelTime(threads, core, mem, cycles, cycles / platform.core.frequency_hz, bound)
 
 
+def thread_counts(threads: int) -> tuple[int, ...]:
+    """1, 2, 4, ... below ``threads``, and ``threads``: the counts a scaling is shown at."""
+    counts, n = [], 1
+    while n < threads:
+        counts.append(n)
+        n *= 2
+    return (*counts, threads)
+
+
 def thread_scaling(core_cycles: float, streams: Sequence[DataStream], platform: Platform,
                    threads: Iterable[int] | None = None, mode: str | None = None) -> list[KernelTime]:
-    """:func:`kernel_time` for each thread count (default 1, 2, 4, ... up to the platform's)."""
+    """:func:`kernel_time` for each thread count (default :func:`thread_counts` of the platform's)."""
     if threads is None:
-        counts, n = [], 1
-        while n < platform.threads:
-            counts.append(n)
-            n *= 2
-        threads = [*counts, platform.threads]
+        threads = thread_counts(platform.threads)
     return [kernel_time(core_cycles, streams, platform, t, mode) for t in threads]
 
 

@@ -91,7 +91,8 @@ def test_thread_sweep_models_each_thread_count(capsys, monkeypatch) -> None:
     import json
 
     from tsar.estimate.layer import platform_named
-    from tsar.estimate.scaling import sweep, thread_counts
+    from tsar.estimate.scaling import sweep
+    from tsar.sim.timing.memory import thread_counts
 
     assert thread_counts(16) == (1, 2, 4, 8, 16) and thread_counts(6) == (1, 2, 4, 6)
     assert thread_counts(1) == (1,)

@@ -15,19 +15,11 @@ from dataclasses import dataclass
 from tsar.estimate.layer import counts_for, counts_request, modelled, platform_named
 from tsar.frames import Tabular
 from tsar.kernels.tsar_plan import kernel_names
+from tsar.sim.timing.memory import thread_counts
 from tsar.simulate.counts import announced
 from tsar.simulate.native_kernel import natives_for
 
 BASELINE = "tl2"
-
-
-def thread_counts(threads: int) -> tuple[int, ...]:
-    """1, 2, 4, ... below ``threads``, and ``threads``."""
-    counts, n = [], 1
-    while n < threads:
-        counts.append(n)
-        n *= 2
-    return (*counts, threads)
 
 
 @dataclass(frozen=True)
