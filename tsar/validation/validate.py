@@ -428,9 +428,9 @@ def operator_cases(llc: float) -> list[tuple[str, dict[str, int], float | None]]
 
 
 def _operator_args(op: str, s: dict[str, int], copies: int, rng: np.random.Generator
-                   ) -> tuple[list[tuple], list, int]:
-    """ctypes argument sets (one per copy of the big data) for the library's entry of ``op``, the
-    arrays they point into and the big data's bytes."""
+                   ) -> tuple[list[tuple], list]:
+    """ctypes argument sets (one per copy of the KV cache; one for the other operators) for the
+    library's entry of ``op``, and the arrays they point into."""
     c_int, c_float = ctypes.c_int, ctypes.c_float
 
     def normal(*shape: int) -> np.ndarray:
@@ -439,16 +439,16 @@ def _operator_args(op: str, s: dict[str, int], copies: int, rng: np.random.Gener
     if op == "embedding":
         table = normal(4, s["n"]).astype(np.float16)
         y = np.zeros(s["n"], np.float32)
-        return [(_ptr(table), c_int(1), _ptr(y), c_int(s["n"]))], [table, y], 0
+        return [(_ptr(table), c_int(1), _ptr(y), c_int(s["n"]))], [table, y]
     if op == "rmsnorm":
         x, w, y = normal(s["n"]), normal(s["n"]), np.zeros(s["n"], np.float32)
-        return [(_ptr(x), _ptr(w), _ptr(y), c_int(s["n"]), c_float(1e-5))], [x, w, y], 0
+        return [(_ptr(x), _ptr(w), _ptr(y), c_int(s["n"]), c_float(1e-5))], [x, w, y]
     if op == "quantize":
         x, q, scale = normal(s["n"]), np.zeros(s["n"], np.int8), np.zeros(1, np.float32)
-        return [(_ptr(x), _ptr(q), _ptr(scale), c_int(s["n"]))], [x, q, scale], 0
+        return [(_ptr(x), _ptr(q), _ptr(scale), c_int(s["n"]))], [x, q, scale]
     if op == "rope":
         x, cos, sin = normal(s["heads"] * s["hd"]), normal(s["hd"] // 2), normal(s["hd"] // 2)
-        return [(_ptr(x), _ptr(cos), _ptr(sin), c_int(s["heads"]), c_int(s["hd"]))], [x, cos, sin], 0
+        return [(_ptr(x), _ptr(cos), _ptr(sin), c_int(s["heads"]), c_int(s["hd"]))], [x, cos, sin]
     if op == "attention":
         heads, kv, hd, ctx = s["heads"], s["kv_heads"], s["hd"], s["ctx"]
         q, kn, vn = normal(heads * hd), normal(kv * hd), normal(kv * hd)
@@ -457,17 +457,17 @@ def _operator_args(op: str, s: dict[str, int], copies: int, rng: np.random.Gener
                   for _ in range(copies)]
         sets = [(_ptr(q), _ptr(kn), _ptr(vn), _ptr(k), _ptr(v), _ptr(out), _ptr(scores), c_int(heads),
                  c_int(kv), c_int(hd), c_int(ctx)) for k, v in caches]
-        return sets, [q, kn, vn, out, scores, caches], 2 * ctx * kv * hd * 2
+        return sets, [q, kn, vn, out, scores, caches]
     if op == "ffn_act":
         g, u, y = normal(s["n"]), normal(s["n"]), np.zeros(s["n"], np.float32)
-        return [(_ptr(g), _ptr(u), _ptr(y), c_int(s["n"]), c_int(s["kind"]))], [g, u, y], 0
+        return [(_ptr(g), _ptr(u), _ptr(y), c_int(s["n"]), c_int(s["kind"]))], [g, u, y]
     if op == "lm_head":
         m, k = s["m"], s["k"]
         w = (normal(m, k) * np.float32(0.05)).astype(np.float16)
         x, y = normal(k), np.zeros(m, np.float32)
-        return [(_ptr(w), _ptr(x), _ptr(y), c_int(m), c_int(k))], [w, x, y], m * k * 2
+        return [(_ptr(w), _ptr(x), _ptr(y), c_int(m), c_int(k))], [w, x, y]
     x = normal(s["n"])  # sampling
-    return [(_ptr(x), c_int(s["n"]))], [x], 0
+    return [(_ptr(x), c_int(s["n"]))], [x]
 
 
 def _operator_pending(lib: ctypes.CDLL, overhead: float, calls: int, llc: float, step: Callable,
@@ -485,8 +485,8 @@ def _operator_pending(lib: ctypes.CDLL, overhead: float, calls: int, llc: float,
         fn = getattr(lib, f"tsar_sim_op_{ENTRIES[op]}")
         fn.restype = ctypes.c_int
         big = counts.resident_bytes
-        copies = 1 if footprint is None or op == "lm_head" else max(2, math.ceil(footprint / max(big, 1)) + 1)
-        sets, arrays, _ = _operator_args(op, size, copies, rng)
+        copies = 1 if footprint is None else max(2, math.ceil(footprint / max(big, 1)) + 1)
+        sets, arrays = _operator_args(op, size, copies, rng)
 
         def model(plat, c=counts, fp=footprint):
             pred = predict(c.stats, c.code, c.code_address, plat, streams=c.data_streams(fp))
