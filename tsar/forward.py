@@ -36,15 +36,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tsar.checkpoints import Checkpoint, Ternary
+from tsar.checkpoints import LINEARS, Checkpoint, Ternary
 from tsar.errors import UserError
 from tsar.frames import Tabular
 from tsar.kernels import reference
+from tsar.simulate.operators import OPERATORS as TOKEN_OPERATORS
 
-OPERATORS = ("embedding", "rmsnorm", "bitlinear", "rope", "attention", "ffn_act", "lm_head", "sampling")
-"""The operators of a token, in the order they first run."""
-LINEARS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
-"""A layer's BitLinear matrices (GGUF names)."""
+OPERATORS = tuple("bitlinear" if op == "quantize" else op for op in TOKEN_OPERATORS)
+"""The operators of a token, in the order they first run: the modelled ones
+(:data:`tsar.simulate.operators.OPERATORS`), the activation quantization timed with the BitLinear
+matrices (every backend quantizes inside its call)."""
 REFERENCE = "reference"
 """The numpy BitLinear (:func:`tsar.kernels.reference.bitlinear`)."""
 
