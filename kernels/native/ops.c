@@ -6,7 +6,7 @@
  * Every entry returns 0 on success and -1 for a size it does not take (tsar_sim_op_argmax: the index,
  * or -1). Floats are float32, f16 values are passed as their uint16 bits (IEEE binary16, converted
  * with vcvtph2ps / vcvtps2ph, round to nearest even). Vector sizes must be positive multiples of 8
- * (one ymm of floats); rope's head dimension a multiple of 16 (its halves of 8), the LM head's k a
+ * (one ymm of floats), rope's head dimension too (its halves of 8, then one of 4), the LM head's k a
  * multiple of 32 (four 8-lane accumulators). No input may hold a NaN. Loads and stores are unaligned.
  *
  * Every loop's trip count depends only on the sizes, and no branch on the data is taken anywhere
@@ -133,17 +133,25 @@ int tsar_sim_op_quantize(const float *x, int8_t *q, float *scale, int n) {
 }
 
 /* RoPE (NEOX pairs) in place on heads x hd floats: pair (i, i + hd/2) of each head rotated by
- * cos_t[i], sin_t[i]; hd a multiple of 16. */
+ * cos_t[i], sin_t[i]; hd a multiple of 8: halves of 8 floats at a time, then one of 4 where the half
+ * is 4 more than a multiple of 8 (BitNet 3.8B's hd = 120). */
 int tsar_sim_op_rope(float *x, const float *cos_t, const float *sin_t, int heads, int hd) {
-    if (heads <= 0 || hd <= 0 || (hd & 15) != 0) return -1;
+    if (heads <= 0 || hd <= 0 || (hd & 7) != 0) return -1;
     const int half = hd / 2;
     for (int h = 0; h < heads; h++) {
         float *x1 = x + (long)h * hd, *x2 = x1 + half;
-        for (int i = 0; i < half; i += 8) {
+        int i = 0;
+        for (; i + 8 <= half; i += 8) {
             const __m256 c = _mm256_loadu_ps(cos_t + i), s = _mm256_loadu_ps(sin_t + i);
             const __m256 a = _mm256_loadu_ps(x1 + i), b = _mm256_loadu_ps(x2 + i);
             _mm256_storeu_ps(x1 + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
             _mm256_storeu_ps(x2 + i, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+        }
+        if (i < half) {
+            const __m128 c = _mm_loadu_ps(cos_t + i), s = _mm_loadu_ps(sin_t + i);
+            const __m128 a = _mm_loadu_ps(x1 + i), b = _mm_loadu_ps(x2 + i);
+            _mm_storeu_ps(x1 + i, _mm_fmsub_ps(a, c, _mm_mul_ps(b, s)));
+            _mm_storeu_ps(x2 + i, _mm_fmadd_ps(a, s, _mm_mul_ps(b, c)));
         }
     }
     return 0;

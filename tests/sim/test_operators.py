@@ -31,7 +31,9 @@ SMALL = {"embedding": {"n": 64}, "rmsnorm": {"n": 72}, "quantize": {"n": 104}, "
          "attention": {"heads": 4, "kv_heads": 2, "hd": 40, "ctx": 16}, "ffn_act": {"n": 64, "kind": 1},
          "lm_head": {"m": 3, "k": 96}, "sampling": {"n": 136}}
 LARGER = [("embedding", {"n": 232}), ("rmsnorm", {"n": 232}), ("quantize", {"n": 200}),
-          ("rope", {"heads": 3, "hd": 48}), ("attention", {"heads": 4, "kv_heads": 2, "hd": 40, "ctx": 32}),
+          ("rope", {"heads": 3, "hd": 48}), ("rope", {"heads": 3, "hd": 40}),
+          ("rope", {"heads": 3, "hd": 24}),
+          ("attention", {"heads": 4, "kv_heads": 2, "hd": 40, "ctx": 32}),
           ("attention", {"heads": 2, "kv_heads": 2, "hd": 24, "ctx": 24}),
           ("attention", {"heads": 6, "kv_heads": 3, "hd": 32, "ctx": 24}), ("ffn_act", {"n": 232, "kind": 0}),
           ("ffn_act", {"n": 200, "kind": 1}), ("lm_head", {"m": 5, "k": 96}), ("sampling", {"n": 232})]
@@ -116,7 +118,7 @@ def test_extrapolated_counts_equal_whole_simulation(op: str, size: dict[str, int
 
 
 BAD = [("embedding", {"n": 12}), ("rmsnorm", {"n": 60}), ("quantize", {"n": 4}),
-       ("rope", {"heads": 2, "hd": 24}),
+       ("rope", {"heads": 2, "hd": 20}),
        ("attention", {"heads": 4, "kv_heads": 2, "hd": 32, "ctx": 12}),
        ("attention", {"heads": 4, "kv_heads": 2, "hd": 36, "ctx": 16}),
        ("attention", {"heads": 4, "kv_heads": 3, "hd": 32, "ctx": 16}), ("ffn_act", {"n": 20, "kind": 0}),
@@ -137,7 +139,7 @@ def test_library_entries_refuse_bad_sizes() -> None:
     assert _entry("embed", f16, 0, f32, 12) == -1
     assert _entry("rmsnorm", f32, f32, f32, 60, np.float32(1e-5)) == -1
     assert _entry("quantize", f32, np.zeros(64, np.int8), f32, 4) == -1
-    assert _entry("rope", f32, f32, f32, 2, 24) == -1
+    assert _entry("rope", f32, f32, f32, 2, 20) == -1
     assert _entry("attention", f32, f32, f32, f16, f16, f32, f32, 4, 2, 8, 12) == -1
     assert _entry("attention", f32, f32, f32, f16, f16, f32, f32, 4, 3, 8, 8) == -1
     assert _entry("ffn_act", f32, f32, f32, 20, 0) == -1

@@ -20,7 +20,7 @@ lm_head     m, k                       f16 ``m x k`` matrix times k floats (the 
 sampling    n                          argmax: the first maximum (greedy)
 ==========  =========================  ===========================================================
 
-Sizes are positive multiples of 8 (rope's ``hd`` of 16, the LM head's ``k`` of 32). The code branches
+Sizes are positive multiples of 8 (the LM head's ``k`` of 32). The code branches
 on sizes only, never on data, so the counts of a call are affine in the size that grows with the
 others fixed: ``n`` (period 64: the 32-element main loops and their 8-element tails keep their
 remainder), ``ctx`` (period 8), ``m`` and ``heads`` (period 1). :func:`operator_counts` takes the
@@ -168,7 +168,7 @@ def _size(op: str, size: dict[str, Any]) -> dict[str, int]:
     for name, value in s.items():
         if name != "kind" and value <= 0:
             raise UserError(f"{op}: {name} must be positive, got {value}")
-    multiple = {"hd": 16 if op == "rope" else 8, "k": 32, "n": 8, "ctx": 8}
+    multiple = {"hd": 8, "k": 32, "n": 8, "ctx": 8}
     for name, value in s.items():
         if name in multiple and value % multiple[name]:
             raise UserError(f"{op}: {name} must be a multiple of {multiple[name]}, got {value}")
