@@ -13,6 +13,12 @@ offset relative to the data section, which starts at the next multiple of ``gene
 (microsoft/BitNet's llama.cpp fork, ``ggml/include/ggml.h``); upstream ggml later gave 39 to MXFP4.
 An I2_S tensor of n weights takes ``n/4 + 32`` bytes: the codes (layout in
 :mod:`tsar.kernels.formats.i2s`) and a 32-byte tail whose first 4 bytes are the float32 scale.
+A TL2 tensor (microsoft/BitNet ``utils/convert-hf-to-gguf-bitnet.py``) has the float shape and the
+bytes of :func:`tsar.kernels.formats.tl2.pack`, whose layout depends on the kernel config
+(``include/kernel_config.ini``) bitnet.cpp converted the file with, which the file does not record:
+the (BM, BK) of each shape come from that config when given (``tl2_config``), else from bitnet.cpp's
+published presets. Its scale is a companion F32 tensor ``<name>_scale`` holding one value, written as
+a 0-dimensional tensor (gguf-py writes a numpy scalar so; it reads here as shape [1]).
 
 The header is parsed here rather than by ``gguf.GGUFReader``: that reader rejects ids 36 and 38,
 reads 39 as MXFP4, and takes 16 s (3 s even without its memmap slicing) to parse the 128k tokens
@@ -39,7 +45,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf.quants import dequantize
 
 from tsar.errors import UserError
-from tsar.kernels.formats import i2s, tq1_0, tq2_0
+from tsar.kernels.formats import i2s, tl2, tq1_0, tq2_0
 from tsar.kernels.quant import ternarize
 from tsar.models import ModelConfig
 
@@ -53,12 +59,16 @@ BITNET_TYPE_NAMES = {I2_S: "I2_S", I8_S: "I8_S", TL1: "TL1", TL2: "TL2"}
 """bitnet.cpp's type ids (microsoft/BitNet's llama.cpp fork, ``ggml.h``: GGML_TYPE_I2_S = 36 ...)."""
 I2S_TAIL = 32
 """Bytes after an I2_S tensor's codes; the first 4 hold its float32 scale."""
+TL2_SCALE_SUFFIX = "_scale"
+"""``<name>_scale``: the F32 scale of TL2 tensor ``<name>`` (bitnet.cpp's converter)."""
+TL2_CONFIG_OPTION = "tsar run model --gguf FILE --tl2-config PATH"
+"""How a user gives :func:`load` its ``tl2_config``."""
 
 F32, F16, BF16 = (int(GGMLQuantizationType.F32), int(GGMLQuantizationType.F16),
                   int(GGMLQuantizationType.BF16))
 TQ1, TQ2 = int(GGMLQuantizationType.TQ1_0), int(GGMLQuantizationType.TQ2_0)
 FLOAT_TYPES = (F32, F16, BF16)
-TERNARY_SOURCES = ("I2_S", "TQ1_0", "TQ2_0", "F32", "F16", "BF16")
+TERNARY_SOURCES = ("I2_S", "TL2", "TQ1_0", "TQ2_0", "F32", "F16", "BF16")
 """GGUF types a BitLinear matrix may be stored as."""
 
 BITNET_ARCHS = ("bitnet-b1.58", "bitnet-25", "bitnet")
@@ -262,8 +272,11 @@ class _Parser:
 class _File:
     """A mapped GGUF file: metadata, tensor infos and raw tensor bytes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tl2_blocks: dict[tuple[int, int], tuple[int, int]] | None = None,
+                 tl2_config: Path | None = None) -> None:
         self.path = path
+        self.tl2_blocks = dict(tl2.PRESETS) if tl2_blocks is None else tl2_blocks
+        self.tl2_config = tl2_config
         if not path.exists():
             raise self.error("no such file")
         if not path.is_file():
@@ -309,9 +322,10 @@ class _File:
             name = p.string(f"tensor info {i}")
             what = f"tensor info of {name!r}"
             n_dims = p.scalar("<I", what)
-            if not 1 <= n_dims <= MAX_DIMS:
-                raise self.error(f"{what}: {n_dims} dimensions (expected 1 to {MAX_DIMS})")
+            if n_dims > MAX_DIMS:
+                raise self.error(f"{what}: {n_dims} dimensions (expected at most {MAX_DIMS})")
             ne = tuple(int(x) for x in struct.unpack_from(f"<{n_dims}Q", self.buf, p.take(8 * n_dims, what)))
+            ne = ne or (1,)  # a scalar (0 dimensions), as ggml reads it
             type_id = p.scalar("<I", what)
             offset = p.scalar("<Q", what)
             if name in self.infos:
@@ -347,11 +361,21 @@ class _File:
             return GGMLQuantizationType.MXFP4.name
         return type_name(info.type_id)
 
+    def tl2_shape(self, info: _Info) -> tuple[int, int, int, int] | None:
+        """(M, K, BM, BK) of a TL2 tensor (ne = [K, M]); None where no config or preset has its shape."""
+        ne = _strip(info.ne)
+        if len(ne) != 2 or (ne[1], ne[0]) not in self.tl2_blocks:
+            return None
+        return (ne[1], ne[0], *self.tl2_blocks[ne[1], ne[0]])
+
     def nbytes(self, info: _Info) -> int | None:
         """Bytes of a tensor's data, None where the type or shape gives no size."""
         if info.type_id == I2_S:
             return info.n // 4 + I2S_TAIL if info.n % 4 == 0 else None
-        if info.type_id in BITNET_TYPE_NAMES and (info.type_id != TL2 or self.is_tl2(info)):
+        if info.type_id == TL2 and self.is_tl2(info):
+            shape = self.tl2_shape(info)
+            return None if shape is None else tl2.stored_nbytes(shape[0], shape[1], shape[3])
+        if info.type_id in (I8_S, TL1):
             return None
         try:
             block, size = GGML_QUANT_SIZES[GGMLQuantizationType(info.type_id)]
@@ -367,6 +391,13 @@ class _File:
             if info.offset % self.alignment:
                 raise self.error(f"tensor {info.name!r}: data offset {info.offset} is not a multiple of "
                                  f"the alignment {self.alignment}")
+            span = self._spans[info.name]
+            if self.type_names[info.name] == "TL2" and n and not n <= span < n + self.alignment:
+                m, k, bm, bk = self.tl2_shape(info) or (0, 0, 0, 0)
+                what = "truncated" if span < n else "oversized"
+                raise self.error(f"{what}: tensor {info.name!r} (TL2 {_ne_str(info.ne)}) has {span} bytes "
+                                 f"before the {'next tensor' if after else 'end of the file'}, but TL2 "
+                                 f"M {m} x K {k} (bm {bm}, bk {bk}) takes {n}")
             if info.offset + n > self.size:
                 raise self.error(f"truncated: tensor {info.name!r} ({self.type_names[info.name]} "
                                  f"{_ne_str(info.ne)}) needs bytes {info.offset}..{info.offset + n} but "
@@ -383,10 +414,7 @@ class _File:
 
     def unsupported(self, info: _Info, role: str, expected: str = "") -> UserError:
         name = self.type_names[info.name]
-        if name == "TL2":
-            why = ("TL2 tensors are not supported (their layout depends on the kernel preset "
-                   "bitnet.cpp generated them with, which the file does not record)")
-        elif name in ("TL1", "I8_S"):
+        if name in ("TL1", "I8_S"):
             why = f"{name} tensors are not supported (a bitnet.cpp kernel-specific layout)"
         elif info.ne[0] % _block(info.type_id):
             why = f"row length {info.ne[0]} is not a multiple of the {name} block ({_block(info.type_id)})"
@@ -522,6 +550,8 @@ class _Loader:
         if info.type_id == I2_S:
             w_t, scale = self.i2s(info, math.prod(shape[:-1]), shape[-1])
             return (w_t.astype(np.float32) * np.float32(scale)).reshape(shape)
+        if self.f.type_names[name] == "TL2":  # bitnet.cpp's converter writes BitLinear matrices only
+            raise self.f.unsupported(info, "an embedding, LM head or norm")
         raw = self.f.raw(info)
         if info.type_id == F32:
             out = raw.view("<f4")
@@ -548,6 +578,8 @@ class _Loader:
         t = info.type_id
         if t == I2_S:
             w_t, scale = self.i2s(info, m, k)
+        elif self.f.type_names[name] == "TL2":
+            w_t, scale = self.tl2(info, m, k)
         elif t in (TQ1, TQ2):
             w_t, scale = self.tq(info, m, k)
         elif t in FLOAT_TYPES:
@@ -578,6 +610,34 @@ class _Loader:
         if not math.isfinite(scale) or scale < 0:
             raise self.f.error(f"tensor {info.name!r} (I2_S): scale {scale} in the tail is not a "
                                "finite non-negative number")
+        return w_t, scale
+
+    def tl2(self, info: _Info, m: int, k: int) -> tuple[np.ndarray, float]:
+        shape = self.f.tl2_shape(info)
+        if shape is None:
+            where = f"in neither {self.f.tl2_config} nor" if self.f.tl2_config else "not in"
+            raise self.f.error(f"tensor {info.name!r} (TL2 {_ne_str(info.ne)}): M {m} x K {k} is {where} "
+                               "bitnet.cpp's published TL2 kernel presets: give the "
+                               f"include/kernel_config.ini bitnet.cpp converted the file with "
+                               f"({TL2_CONFIG_OPTION})")
+        bm, bk = shape[2:]
+        w_t = tl2.unpack(tl2.TL2Weights(self.f.raw(info), m, k, bm, bk))
+        if w_t.size and (w_t.min() < -1 or w_t.max() > 1):
+            r, c = np.unravel_index(int(np.argmax(np.abs(w_t) > 1)), w_t.shape)
+            raise self.f.error(f"tensor {info.name!r} (TL2, bm {bm}, bk {bk}): the index at row {r}, "
+                               f"column {c} is not a ternary value (a corrupt tensor or another kernel "
+                               "config)")
+        name = info.name + TL2_SCALE_SUFFIX
+        scale_info = self.f.infos.get(name)
+        if scale_info is None:
+            raise self.f.error(f"tensor {info.name!r} (TL2): missing its scale tensor {name!r}")
+        if scale_info.type_id != F32 or scale_info.n != 1:
+            raise self.f.error(f"tensor {name!r} ({self.f.type_names[name]} {_ne_str(scale_info.ne)}) is not "
+                               f"one F32 value (the scale of TL2 tensor {info.name!r})")
+        self.used.add(name)
+        scale = float(self.f.raw(scale_info).view("<f4")[0])
+        if not math.isfinite(scale) or scale < 0:
+            raise self.f.error(f"tensor {name!r}: scale {scale} is not a finite non-negative number")
         return w_t, scale
 
     def tq(self, info: _Info, m: int, k: int) -> tuple[np.ndarray, float]:
@@ -682,11 +742,20 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load(path: str | Path) -> Checkpoint:
+def load(path: str | Path, tl2_config: str | Path | None = None) -> Checkpoint:
     """Read a BitNet-style ternary checkpoint from the GGUF file at ``path``.
 
-    BitLinear matrices may be I2_S (bitnet.cpp), TQ1_0, TQ2_0 or F32/F16/BF16; embeddings, LM head
-    and norms any type ``gguf.quants`` dequantizes (F32, F16, BF16, Q8_0, Q4_K, Q6_K, ...) or I2_S.
+    BitLinear matrices may be I2_S or TL2 (bitnet.cpp), TQ1_0, TQ2_0 or F32/F16/BF16; embeddings, LM
+    head and norms any type ``gguf.quants`` dequantizes (F32, F16, BF16, Q8_0, Q4_K, Q6_K, ...) or I2_S.
+    ``tl2_config``: the ``include/kernel_config.ini`` bitnet.cpp converted a TL2 file with; its
+    shapes take precedence over the published presets (:data:`tsar.kernels.formats.tl2.PRESETS`).
     Raises :class:`UserError` (one line: file, tensor or key, problem) for any bad or unsupported input.
     """
-    return _Loader(_File(Path(path))).checkpoint()
+    blocks = dict(tl2.PRESETS)
+    config = None if tl2_config is None else Path(tl2_config)
+    if config is not None:
+        try:
+            blocks |= tl2.read_config(config)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    return _Loader(_File(Path(path), blocks, config)).checkpoint()

@@ -16,11 +16,20 @@ its three/two-weight helpers), consumed by the kernels that ``utils/codegen_tl2.
   same byte and row order as the index stream.
 * The three streams are concatenated (index, sign, tail) and zero-padded to bitnet.cpp's tensor size
   ``(K-256)*M//3*5//8 + 256*M//2*4//8`` when that is larger. The per-tensor scale is kept apart.
+
+BM and BK are per shape: bitnet.cpp's ``utils/codegen_tl2.py`` writes them to
+``include/kernel_config.ini`` (sections ``[Kernels_i]``, keys ``m``, ``k``, ``bm`` = BM, ``bk`` = BK,
+``bmm``), and the converter packs each (M, K) matrix with the first section of its shape.
+:func:`read_config` reads such a file; :data:`PRESETS` holds bitnet.cpp's published ones. The
+converter's inner block is ``bmm`` rows by ``192 // bmm`` columns; only ``bmm = 32`` packs (with 64,
+a 3-column block holds one 3-weight group and its nibble pairing fails), and it is implied here.
 """
 
 from __future__ import annotations
 
+import configparser
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +37,19 @@ from tsar.kernels.formats._common import check_multiple, check_ternary, pack_nib
 
 DEFAULT_BK = 96
 TAIL_BLOCK = 32
+BMM = 32
+"""The only ``bmm`` of a kernel config that bitnet.cpp's converter can pack."""
+
+PRESETS: dict[tuple[int, int], tuple[int, int]] = {
+    # Llama3-8B-1.58-100B-tokens
+    (14336, 4096): (256, 96), (4096, 14336): (128, 96), (1024, 4096): (256, 96), (4096, 4096): (128, 96),
+    # bitnet_b1_58-3B
+    (3200, 8640): (160, 96), (3200, 3200): (320, 96), (8640, 3200): (320, 96),
+    # bitnet_b1_58-large (its third entry, M 4096 x K 1536, has bmm 64: not packable, left out)
+    (1536, 4096): (256, 96), (1536, 1536): (128, 192),
+}
+"""(M, K) -> (BM, BK) of bitnet.cpp's published TL2 kernels, microsoft/BitNet
+``preset_kernels/<model>/kernel_config_tl2.ini`` for the three models named above."""
 
 
 @dataclass(frozen=True)
@@ -66,16 +88,74 @@ def default_bm(m: int) -> int:
     raise ValueError(f"TL2: M must be a multiple of 32, got {m}")
 
 
+def check_blocks(m: int, k: int, bm: int, bk: int, name: str = "TL2 pack") -> None:
+    """Raise ValueError unless BM ``bm`` and BK ``bk`` can pack an (M, K) matrix."""
+    if bm < 1 or bk < 1:
+        raise ValueError(f"{name}: bm and bk must be positive, got bm {bm}, bk {bk}")
+    check_multiple(bm, 32, "bm", name)
+    check_multiple(m, bm, "M", name)
+    check_multiple(bk, 24, "bk", name)
+    check_multiple(k % bk, TAIL_BLOCK, "K % bk (the 2-weight tail)", name)
+
+
+def stored_nbytes(m: int, k: int, bk: int) -> int:
+    """Bytes of an (M, K) TL2 tensor as bitnet.cpp's converter stores it (streams and zero padding)."""
+    k3 = k - k % bk
+    streams = m * k3 // 6 + m * k3 // 24 + m * (k - k3) // 4
+    return max(streams, (k - 256) * m // 3 * 5 // 8 + 256 * m // 2 * 4 // 8)
+
+
+def packed_nbytes(m: int, k: int, bm: int | None = None, bk: int = DEFAULT_BK) -> int:
+    """Bytes of :func:`pack`'s ``.data`` for an (M, K) layer without packing it: the three streams
+    (M*K3/6 index + M*K3/24 sign + M*(K-K3)/4 tail bytes) or bitnet.cpp's padded size, whichever is
+    larger (:func:`stored_nbytes`); the same checks as :func:`pack`."""
+    check_blocks(m, k, default_bm(m) if bm is None else bm, bk)
+    return stored_nbytes(m, k, bk)
+
+
+def read_config(path: str | Path) -> dict[tuple[int, int], tuple[int, int]]:
+    """(M, K) -> (BM, BK) of a bitnet.cpp ``kernel_config.ini``; the first section of a shape wins,
+    as in the converter. Raises a one-line ValueError naming the file and section at fault."""
+    path = Path(path)
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(path.read_text(encoding="utf-8"), source=str(path))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the TL2 kernel config ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, configparser.Error) as exc:
+        raise ValueError(f"{path}: not a kernel_config.ini ({' '.join(str(exc).split())})") from None
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for section in parser.sections():
+        where = f"{path}: section [{section}]"
+        v: dict[str, int] = {}
+        for key in ("m", "k", "bm", "bk", "bmm"):
+            text = parser[section].get(key)
+            if text is None:
+                raise ValueError(f"{where}: missing key {key!r}")
+            try:
+                v[key] = int(text)
+            except ValueError:
+                raise ValueError(f"{where}: {key} = {text!r} is not an integer") from None
+            if v[key] < 1:
+                raise ValueError(f"{where}: {key} = {v[key]} is not a positive integer")
+        if v["bmm"] != BMM:
+            raise ValueError(f"{where}: bmm = {v['bmm']} is not supported (bitnet.cpp's converter packs "
+                             f"TL2 with bmm = {BMM} only)")
+        check_blocks(v["m"], v["k"], v["bm"], v["bk"], f"{where} (M {v['m']}, K {v['k']}, bm {v['bm']}, "
+                                                       f"bk {v['bk']})")
+        out.setdefault((v["m"], v["k"]), (v["bm"], v["bk"]))
+    if not out:
+        raise ValueError(f"{path}: no [Kernels_i] sections (not a bitnet.cpp kernel_config.ini)")
+    return out
+
+
 def pack(w_t: np.ndarray, bm: int | None = None, bk: int = DEFAULT_BK) -> TL2Weights:
     """Pack ternary int8 (M, K) weights into TL2. M % bm == 0, bm % 32 == 0, (K % bk) % 32 == 0."""
     w = check_ternary(w_t, "TL2 pack")
     m, k = w.shape
     bm = default_bm(m) if bm is None else bm
-    check_multiple(bm, 32, "bm", "TL2 pack")
-    check_multiple(m, bm, "M", "TL2 pack")
-    check_multiple(bk, 24, "bk", "TL2 pack")
+    check_blocks(m, k, bm, bk)
     k3 = k - k % bk
-    check_multiple(k - k3, TAIL_BLOCK, "K % bk (the 2-weight tail)", "TL2 pack")
     g = w[:, :k3].reshape(m, k3 // 3, 3).astype(np.int16)
     v = 9 * g[..., 0] + 3 * g[..., 1] + g[..., 2]
     index = pack_nibble_tiles(np.abs(v), bm, bk // 3)
@@ -87,8 +167,7 @@ def pack(w_t: np.ndarray, bm: int | None = None, bk: int = DEFAULT_BK) -> TL2Wei
     tail = pack_nibble_tiles(3 * t[..., 0] + t[..., 1] + 4, bm, TAIL_BLOCK // 2) if k > k3 else \
         np.zeros(0, np.uint8)
     body = np.concatenate([index, sign_bytes.reshape(-1), tail])
-    size = max(body.size, (k - 256) * m // 3 * 5 // 8 + 256 * m // 2 * 4 // 8)
-    data = np.zeros(size, np.uint8)
+    data = np.zeros(stored_nbytes(m, k, bk), np.uint8)
     data[:body.size] = body
     return TL2Weights(data, m, k, bm, bk)
 

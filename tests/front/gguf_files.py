@@ -3,7 +3,10 @@
 The model: 2 layers, hidden 256, intermediate 512, 4 heads, 2 KV heads, head_dim 64, vocab 300, with
 the tensor names of llama.cpp's bitnet-b1.58 / llama architectures. bitnet.cpp's I2_S (type id 36,
 unknown to ``gguf``) is written as an int8 view of the bytes of :func:`tsar.kernels.formats.i2s.pack`
-with ``raw_dtype=36`` and ``raw_shape=(M, K)``: the writer then stores the bytes verbatim.
+with ``raw_dtype=36`` and ``raw_shape=(M, K)``: the writer then stores the bytes verbatim. TL2 (id 39)
+is written as bitnet.cpp's converter writes it: the bytes of :func:`tsar.kernels.formats.tl2.pack` at
+the (bm, bk) of the matrix's shape, then ``<name>_scale``, its scale as a 0-dimensional F32 tensor;
+:func:`write_kernel_config` writes the ``kernel_config.ini`` that gives those (bm, bk).
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.quants import dequantize, quantize
 
-from tsar.kernels.formats import i2s
+from tsar.kernels.formats import i2s, tl2
 from tsar.kernels.quant import ternarize
 
 HIDDEN, INTERMEDIATE, LAYERS, HEADS, KV_HEADS, HEAD_DIM, VOCAB, CONTEXT = 256, 512, 2, 4, 2, 64, 300, 128
-I2_S = 36
+I2_S, TL2 = 36, 39
 LINEARS = {  # role: (M, K)
     "attn_q": (HEADS * HEAD_DIM, HIDDEN),
     "attn_k": (KV_HEADS * HEAD_DIM, HIDDEN),
@@ -34,6 +37,24 @@ NORMS = {"attn_norm": HIDDEN, "ffn_norm": HIDDEN}
 SUB_NORMS = {"attn_sub_norm": HIDDEN, "ffn_sub_norm": INTERMEDIATE}
 TOKENS = [f"tok{i}" for i in range(VOCAB)]
 MERGES = ["t o", "to k", "tok 1"]
+
+
+TL2_BLOCKS = {  # (M, K): (bm, bk); K 256 leaves a 64-weight 2-weight tail at bk 96 and 192, K 512 32
+    LINEARS["attn_q"]: (128, 96),
+    LINEARS["attn_k"]: (32, 192),
+    LINEARS["ffn_up"]: (256, 96),
+    LINEARS["ffn_down"]: (64, 96),
+}
+"""The TL2 blocks of the tiny model's five shapes (attn_v and attn_output share theirs)."""
+
+
+def write_kernel_config(path: str | Path, blocks: dict[tuple[int, int], tuple[int, int]],
+                        bmm: int = 32) -> Path:
+    """A bitnet.cpp ``kernel_config.ini``: one ``[Kernels_i]`` section per (M, K): (bm, bk)."""
+    sections = [f"[Kernels_{i}]\nm = {m}\nk = {k}\nbm = {bm}\nbk = {bk}\nbmm = {bmm}\n"
+                for i, ((m, k), (bm, bk)) in enumerate(blocks.items())]
+    Path(path).write_text("\n".join(sections))
+    return Path(path)
 
 
 def metadata(arch: str) -> dict[str, Any]:
@@ -98,15 +119,18 @@ def write_bitnet(path: str | Path, *, ternary_type: str = "I2_S", head_type: str
                  types: dict[str, str] | None = None, raw: dict[str, tuple[int, np.ndarray]] | None = None,
                  drop: Iterable[str] = (), drop_keys: Iterable[str] = (),
                  keys: dict[str, Any] | None = None, extra: dict[str, np.ndarray] | None = None,
+                 tl2_blocks: dict[tuple[int, int], tuple[int, int]] | None = None,
                  ) -> dict[str, Any]:
     """Write a tiny checkpoint; return what a reader should find.
 
-    ``ternary_type``: the type of every BitLinear matrix ("I2_S", "TQ1_0", "TQ2_0", "F32", "F16",
-    "BF16"; any ``gguf`` type can be forced per tensor with ``types``). The LM head is
+    ``ternary_type``: the type of every BitLinear matrix ("I2_S", "TL2", "TQ1_0", "TQ2_0", "F32",
+    "F16", "BF16"; any ``gguf`` type can be forced per tensor with ``types``); TL2 packs each (M, K)
+    with the (bm, bk) of ``tl2_blocks`` (default :data:`TL2_BLOCKS`) and adds ``<name>_scale``. The LM head is
     ``token_embd.weight`` (type ``embd_type``, default ``head_type``) when ``tied``, else a separate
     ``output.weight`` of ``head_type``. ``ternary_values=False`` writes random (non-ternary) floats
     for float-typed matrices. ``raw`` writes a tensor's bytes verbatim with a type id, ``drop`` leaves
-    tensors out, ``drop_keys``/``keys`` remove/override metadata, ``extra`` adds float32 tensors.
+    tensors out, ``drop_keys``/``keys`` remove/override metadata, ``extra`` adds float32 tensors (one
+    named ``<name>_scale`` replaces the scale a TL2 matrix ``<name>`` gets).
 
     Returns ``{"original": {name: float32}, "stored": {name: float32 as a reader dequantizes it},
     "ternary": {name: (int8 w_t (M, K), scale)}, "types": {name: type name}}``.
@@ -153,6 +177,17 @@ def write_bitnet(path: str | Path, *, ternary_type: str = "I2_S", head_type: str
         type_name = types.get(name, type_name)
         out["original"][name] = x
         out["types"][name] = type_name
+        if name in ternary and type_name == "TL2":
+            w_t, scale = ternary[name]
+            bm, bk = (tl2_blocks or TL2_BLOCKS)[w_t.shape]
+            data = raw[name][1] if name in raw else tl2.pack(w_t, bm, bk).data
+            w.add_tensor(name, np.asarray(data, np.uint8).view(np.int8), raw_shape=x.shape, raw_dtype=TL2)
+            if f"{name}_scale" not in (*drop, *(extra or {})):  # a numpy scalar, as bitnet.cpp's converter
+                w.add_tensor(f"{name}_scale", np.float32(scale))
+                out["types"][f"{name}_scale"] = "F32"
+            out["stored"][name] = w_t.astype(np.float32) * np.float32(scale)
+            out["ternary"][name] = (w_t, float(np.float32(scale)))
+            continue
         if name in raw:
             type_id, data = raw[name]
             w.add_tensor(name, np.asarray(data, np.uint8).view(np.int8), raw_shape=x.shape, raw_dtype=type_id)

@@ -21,24 +21,29 @@ from gguf_files import (
     LAYERS,
     LINEARS,
     MERGES,
+    TL2,
+    TL2_BLOCKS,
     TOKENS,
     VOCAB,
     write_bitnet,
+    write_kernel_config,
 )
 
 from tsar.checkpoints import Checkpoint, Ternary, load, type_name
+from tsar.cli.main import main
 from tsar.errors import UserError
-from tsar.kernels.formats import i2s, tq2_0
+from tsar.forward import REFERENCE, compare_kernels
+from tsar.kernels.formats import i2s, tl2, tq2_0
 from tsar.models import LinearShape
 
 TERNARY_TYPES = ("I2_S", "TQ1_0", "TQ2_0", "F32", "F16", "BF16")
 
 
-def one_line_error(path: Path, match: str, *names: str) -> str:
+def one_line_error(path: Path, match: str, *names: str, tl2_config: Path | None = None) -> str:
     """Load ``path``, expecting a one-line UserError matching ``match`` that names ``path`` and
     each of ``names``."""
     with pytest.raises(UserError, match=match) as info:
-        load(path)
+        load(path, tl2_config=tl2_config)
     message = str(info.value)
     assert "\n" not in message
     assert str(path) in message
@@ -286,11 +291,164 @@ def test_unknown_type_id(tmp_path: Path) -> None:
     one_line_error(path, "type 1000 is not supported", "'blk.1.ffn_up.weight'")
 
 
-def test_tl2_rejected(tmp_path: Path) -> None:
+@pytest.mark.parametrize("type_id,name", [(38, "TL1"), (37, "I8_S")])
+def test_tl1_and_i8_s_rejected(tmp_path: Path, type_id: int, name: str) -> None:
     path = tmp_path / "m.gguf"
     m, k = LINEARS["attn_v"]
-    write_bitnet(path, raw={"blk.0.attn_v.weight": (39, np.zeros(m * k // 4, np.uint8))})
-    one_line_error(path, "TL2 tensors are not supported", "'blk.0.attn_v.weight'")
+    write_bitnet(path, raw={"blk.0.attn_v.weight": (type_id, np.zeros(m * k // 4, np.uint8))})
+    one_line_error(path, f"{name} tensors are not supported", "'blk.0.attn_v.weight'")
+
+
+def test_id_39_without_tl2_signs_is_mxfp4(tmp_path: Path) -> None:
+    """Arch llama, no ``_scale`` companion and MXFP4's size: upstream's MXFP4, not TL2."""
+    path = tmp_path / "m.gguf"
+    m, k = LINEARS["attn_v"]
+    write_bitnet(path, arch="llama", raw={"blk.0.attn_v.weight": (39, np.zeros(m * k // 32 * 17, np.uint8))})
+    one_line_error(path, "type MXFP4 is not supported for a BitLinear matrix", "'blk.0.attn_v.weight'")
+
+
+# --- TL2 (bitnet.cpp, layout from a kernel config) ---------------------------------------------
+
+@pytest.fixture
+def tl2_config(tmp_path: Path) -> Path:
+    return write_kernel_config(tmp_path / "kernel_config.ini", TL2_BLOCKS)
+
+
+@pytest.mark.parametrize("arch", ["bitnet-b1.58", "llama"])
+def test_tl2_weights_and_scales(tmp_path: Path, tl2_config: Path, arch: str) -> None:
+    """TL2 decodes to the written ternary weights, with bm/bk from the config (K 256 and 512 leave
+    2-weight tails); ``<name>_scale`` gives the scale exactly as I2_S's tail does, and counts as used."""
+    path, i2s_path = tmp_path / "tl2.gguf", tmp_path / "i2s.gguf"
+    expected = write_bitnet(path, ternary_type="TL2", arch=arch)
+    write_bitnet(i2s_path, ternary_type="I2_S", arch=arch)
+    assert all((k % bk) % 32 == 0 and k % bk for (_, k), (_, bk) in TL2_BLOCKS.items())
+    ck, same = load(path, tl2_config=tl2_config), load(i2s_path)
+    check_ternaries(ck, expected, "TL2")
+    for t, u in zip(ck.ternaries(), same.ternaries(), strict=True):
+        np.testing.assert_array_equal(t.w_t, u.w_t)
+        assert t.scale == u.scale and float(np.float32(t.scale)) == t.scale
+    assert ck.types() == dict(Counter(expected["types"].values()))
+    assert ck.types()["TL2"] == LAYERS * len(LINEARS)
+    assert sum(name.endswith("_scale") for name in ck.tensor_types) == LAYERS * len(LINEARS)
+
+
+def test_tl2_gives_the_tokens_and_logits_of_i2s(tmp_path: Path, tl2_config: Path) -> None:
+    """The same model as TL2 and as I2_S: identical tokens and logits through the forward pass."""
+    path, i2s_path = tmp_path / "tl2.gguf", tmp_path / "i2s.gguf"
+    write_bitnet(path, ternary_type="TL2", seed=3)
+    write_bitnet(i2s_path, ternary_type="I2_S", seed=3)
+    kernels = [REFERENCE, "tl2"]
+    got = compare_kernels(load(path, tl2_config=tl2_config), [5, 17, 42, 99, 3], 3, kernels)
+    want = compare_kernels(load(i2s_path), [5, 17, 42, 99, 3], 3, kernels)
+    assert got.same_tokens and want.same_tokens
+    for k in kernels:
+        assert got.generations[k].tokens == want.generations[k].tokens
+        np.testing.assert_array_equal(got.generations[k].last_logits, want.generations[k].last_logits)
+
+
+def test_tl2_wrong_blocks_give_other_weights(tmp_path: Path) -> None:
+    """A config with other valid bm decodes to other weights, so the tests above can fail."""
+    path = tmp_path / "m.gguf"
+    expected = write_bitnet(path, ternary_type="TL2")
+    wrong = {(m, k): (2 * bm, bk) for (m, k), (bm, bk) in TL2_BLOCKS.items()}
+    assert all(m % bm == 0 for (m, _), (bm, _) in wrong.items())
+    ck = load(path, tl2_config=write_kernel_config(tmp_path / "wrong.ini", wrong))
+    for t in ck.ternaries():
+        assert not np.array_equal(t.w_t, expected["ternary"][t.name][0]), t.name
+
+
+def test_tl2_published_presets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a config, the shapes of bitnet.cpp's published presets decode."""
+    assert tl2.PRESETS[14336, 4096] == (256, 96) and tl2.PRESETS[4096, 14336] == (128, 96)
+    assert tl2.PRESETS[3200, 3200] == (320, 96) and tl2.PRESETS[1536, 1536] == (128, 192)
+    path = tmp_path / "m.gguf"
+    expected = write_bitnet(path, ternary_type="TL2")
+    monkeypatch.setattr(tl2, "PRESETS", dict(TL2_BLOCKS))
+    check_ternaries(load(path), expected, "TL2")
+
+
+def test_tl2_shape_without_config_or_preset(tmp_path: Path, tl2_config: Path) -> None:
+    path = tmp_path / "m.gguf"
+    write_bitnet(path, ternary_type="TL2")
+    m, k = LINEARS["attn_q"]
+    message = one_line_error(path, "is not in bitnet.cpp's published TL2 kernel presets",
+                             "'blk.0.attn_q.weight'", f"M {m} x K {k}", "--tl2-config", "kernel_config.ini")
+    assert f"[{k}, {m}]" in message
+    m, k = LINEARS["ffn_down"]
+    partial = write_kernel_config(tmp_path / "partial.ini",
+                                  {s: b for s, b in TL2_BLOCKS.items() if s != (m, k)})
+    one_line_error(path, "is in neither", "'blk.0.ffn_down.weight'", str(partial), "--tl2-config",
+                   tl2_config=partial)
+
+
+def test_tl2_scale_missing_or_not_one_f32(tmp_path: Path, tl2_config: Path) -> None:
+    path = tmp_path / "m.gguf"
+    write_bitnet(path, ternary_type="TL2", drop=["blk.1.ffn_up.weight_scale"])
+    one_line_error(path, "missing its scale tensor 'blk.1.ffn_up.weight_scale'", "'blk.1.ffn_up.weight'",
+                   tl2_config=tl2_config)
+    write_bitnet(path, ternary_type="TL2", extra={"blk.1.ffn_up.weight_scale": np.array([0.5, 0.5])})
+    one_line_error(path, re.escape("'blk.1.ffn_up.weight_scale' (F32 [2]) is not one F32 value"),
+                   tl2_config=tl2_config)
+
+
+@pytest.mark.parametrize("delta,what", [(-64, "truncated"), (64, "oversized")])
+def test_tl2_wrong_size(tmp_path: Path, tl2_config: Path, delta: int, what: str) -> None:
+    path = tmp_path / "m.gguf"
+    m, k = LINEARS["attn_v"]
+    w_t = np.random.default_rng(4).integers(-1, 2, (m, k)).astype(np.int8)
+    data = tl2.pack(w_t, *TL2_BLOCKS[m, k]).data
+    size = tl2.stored_nbytes(m, k, TL2_BLOCKS[m, k][1])
+    assert data.size == size == (k - 256) * m // 3 * 5 // 8 + 256 * m // 2 * 4 // 8
+    data = data[:delta] if delta < 0 else np.concatenate([data, np.zeros(delta, np.uint8)])
+    write_bitnet(path, ternary_type="TL2", raw={"blk.0.attn_v.weight": (TL2, data)})
+    one_line_error(path, f"{what}: tensor 'blk.0.attn_v.weight' \\(TL2", f"{size + delta} bytes",
+                   f"takes {size}", tl2_config=tl2_config)
+
+
+def test_tl2_index_out_of_range(tmp_path: Path, tl2_config: Path) -> None:
+    """Magnitude indices 14 and 15 decode to no ternary triple."""
+    path = tmp_path / "m.gguf"
+    m, k = LINEARS["attn_v"]
+    data = tl2.pack(np.zeros((m, k), np.int8), *TL2_BLOCKS[m, k]).data.copy()
+    data[0] = 0xF0
+    write_bitnet(path, ternary_type="TL2", raw={"blk.0.attn_v.weight": (TL2, data)})
+    one_line_error(path, "the index at row 0, column 0 is not a ternary value", "'blk.0.attn_v.weight'",
+                   tl2_config=tl2_config)
+
+
+@pytest.mark.parametrize("text,match", [
+    ("[Kernels_0]\nm = 256\nk = 256\nbm = 128\nbk = 96\nbmm = 64\n", r"\[Kernels_0\]: bmm = 64"),
+    ("[Kernels_0]\nm = 256\nk = 256\nbm = 128\nbmm = 32\n", r"\[Kernels_0\]: missing key 'bk'"),
+    ("[Kernels_0]\nm = 256\nk = 256\nbm = 12x\nbk = 96\nbmm = 32\n", "bm = '12x' is not an integer"),
+    ("[Kernels_0]\nm = 256\nk = 256\nbm = 48\nbk = 96\nbmm = 32\n", "bm must be a multiple of 32"),
+])
+def test_tl2_bad_kernel_config(tmp_path: Path, text: str, match: str) -> None:
+    path, config = tmp_path / "m.gguf", tmp_path / "kernel_config.ini"
+    write_bitnet(path, ternary_type="TL2")
+    config.write_text(text)
+    with pytest.raises(UserError, match=match) as info:
+        load(path, tl2_config=config)
+    assert "\n" not in str(info.value) and str(config) in str(info.value)
+
+
+def test_tl2_not_for_embeddings(tmp_path: Path) -> None:
+    path = tmp_path / "m.gguf"
+    write_bitnet(path, raw={"token_embd.weight": (TL2, np.zeros(VOCAB * HIDDEN // 4, np.uint8))})
+    one_line_error(path, "type TL2 is not supported for an embedding, LM head or norm", "'token_embd.weight'")
+
+
+def test_cli_tl2_config(tmp_path: Path, tl2_config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "m.gguf"
+    write_bitnet(path, ternary_type="TL2", seed=5)
+    rc = main(["run", "model", "--gguf", str(path), "--tl2-config", str(tl2_config), "--prompt-ids", "7,8,9",
+               "--new-tokens", "2", "--kernel", "reference"])
+    assert rc == 0, capsys.readouterr()
+    assert "generated ids (reference)" in capsys.readouterr().out
+    assert main(["run", "model", "--gguf", str(path), "--prompt-ids", "7", "--kernel", "reference"]) != 0
+    assert "--tl2-config" in capsys.readouterr().err
+    assert main(["run", "model", "bitnet-b1.58-2b-4t", "--tl2-config", str(tl2_config)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and "--tl2-config applies to 'tsar run model --gguf FILE' only" in err[-1]
 
 
 def test_unexpected_tensor(tmp_path: Path) -> None:

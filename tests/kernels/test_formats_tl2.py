@@ -47,3 +47,59 @@ def test_rejects_bad_tail_and_values():
         tl2.pack(np.zeros((32, 100), np.int8))
     with pytest.raises(ValueError, match=r"\{-1, 0, 1\}"):
         tl2.pack(np.full((32, 96), 2, np.int8))
+
+
+def test_presets_pack_their_shapes():
+    """bitnet.cpp's published presets (bmm 32 entries): each (bm, bk) can pack its shape."""
+    assert tl2.PRESETS[14336, 4096] == (256, 96) and tl2.PRESETS[3200, 8640] == (160, 96)
+    assert len(tl2.PRESETS) == 9
+    for (m, k), (bm, bk) in tl2.PRESETS.items():
+        tl2.check_blocks(m, k, bm, bk)
+
+
+def test_wrong_bm_or_bk_gives_other_weights():
+    """Unpacking with another valid preset's bm (or bk) scrambles the weights."""
+    w = np.random.default_rng(7).integers(-1, 2, (512, 608), dtype=np.int8)  # K = 96 * 6 + 32
+    p = tl2.pack(w, bm=tl2.PRESETS[14336, 4096][0])
+    assert (tl2.unpack(p) == w).all()
+    other_bm = tl2.TL2Weights(p.data, p.m, p.k, tl2.PRESETS[4096, 4096][0], p.bk)
+    assert not (tl2.unpack(other_bm) == w).all()
+    q = tl2.pack(w[:, :576], bm=128, bk=tl2.PRESETS[1536, 1536][1])
+    other_bk = tl2.TL2Weights(q.data, q.m, q.k, q.bm, tl2.DEFAULT_BK)
+    assert (tl2.unpack(q) == w[:, :576]).all() and not (tl2.unpack(other_bk) == w[:, :576]).all()
+
+
+def test_read_config(tmp_path):
+    path = tmp_path / "kernel_config.ini"
+    path.write_text("[Kernels_0]\nm = 14336\nk = 4096\nbm = 256\nbk = 96\nbmm = 32\n\n"
+                    "[Kernels_1]\nm = 1024\nk = 4096\nbm = 256\nbk = 96\nbmm = 32\n\n"
+                    "[Kernels_2]\nm = 1024\nk = 4096\nbm = 128\nbk = 96\nbmm = 32\n")
+    assert tl2.read_config(path) == {(14336, 4096): (256, 96), (1024, 4096): (256, 96)}  # first wins
+
+
+@pytest.mark.parametrize("body,match", [
+    ("m = 3200\nk = 8640\nbm = 160\nbk = 96\nbmm = 64\n", r"section \[K\]: bmm = 64 is not supported"),
+    ("m = 3200\nk = 8640\nbm = 160\nbmm = 32\n", r"section \[K\]: missing key 'bk'"),
+    ("m = 3200\nk = 8640\nbm = 160\nbk = 9.6\nbmm = 32\n", r"section \[K\]: bk = '9.6' is not an integer"),
+    ("m = 3200\nk = 8640\nbm = 0\nbk = 96\nbmm = 32\n", r"bm = 0 is not a positive integer"),
+    ("m = 3200\nk = 8640\nbm = 256\nbk = 96\nbmm = 32\n", r"M must be a multiple of 256"),
+    ("m = 3200\nk = 8640\nbm = 160\nbk = 100\nbmm = 32\n", r"bk must be a multiple of 24"),
+    ("m = 3200\nk = 8650\nbm = 160\nbk = 96\nbmm = 32\n", r"tail"),
+])
+def test_read_config_errors(tmp_path, body, match):
+    path = tmp_path / "kernel_config.ini"
+    path.write_text("[K]\n" + body)
+    with pytest.raises(ValueError, match=match) as info:
+        tl2.read_config(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("text,match", [("", r"no \[Kernels_i\] sections"),
+                                        ("m = 1\n", "not a kernel_config.ini"), (None, "cannot read")])
+def test_read_config_not_a_config(tmp_path, text, match):
+    path = tmp_path / "kernel_config.ini"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(ValueError, match=match) as info:
+        tl2.read_config(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)

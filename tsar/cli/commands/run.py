@@ -40,8 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layers", type=positive_int, metavar="L",
                         help="model mode: run only the first L transformer layers")
     parser.add_argument("--gguf", metavar="FILE",
-                        help="model mode: a real checkpoint (GGUF: BitLinear matrices in I2_S, TQ1_0, "
-                             "TQ2_0 or float): generate tokens from --prompt, every operator timed")
+                        help="model mode: a real checkpoint (GGUF: BitLinear matrices in I2_S, TL2, "
+                             "TQ1_0, TQ2_0 or float): generate tokens from --prompt, every operator timed")
+    parser.add_argument("--tl2-config", metavar="PATH",
+                        help="--gguf: the include/kernel_config.ini bitnet.cpp converted a TL2 checkpoint "
+                             "with (the TL2 layout of each matrix shape; default: bitnet.cpp's published "
+                             "presets)")
     parser.add_argument("--prompt", default="The capital of France is",
                         help="--gguf: the prompt text (tokenized with the checkpoint's vocabulary)")
     parser.add_argument("--prompt-ids", metavar="ID,ID,...",
@@ -86,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
     if native and (args.trace or args.memory_stats or args.hot):
         raise UserError("--trace, --memory-stats and --hot need --engine python (the native engine "
                         "counts calls, wall time and T-SAR instructions only)")
+    if args.tl2_config is not None and not (args.file == "model" and args.gguf):
+        raise UserError("--tl2-config applies to 'tsar run model --gguf FILE' only (the TL2 layout of "
+                        "that checkpoint)")
     if args.file == "model":
         return _run_model(args)
     if args.model is not None:
@@ -232,7 +239,7 @@ def _run_gguf(args: argparse.Namespace) -> int:
     from tsar.tokenizer import Tokenizer
 
     console.progress(f"{args.gguf}: reading the checkpoint")
-    ckpt = load(args.gguf)
+    ckpt = load(args.gguf, tl2_config=args.tl2_config)
     h = ckpt.hyper
     tokenizer = Tokenizer(h.tokenizer or "gpt2", h.tokens, h.merges) if h.tokens else None
     if tokenizer is None and args.prompt_ids is None:
