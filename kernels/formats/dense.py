@@ -15,6 +15,8 @@ import numpy as np
 
 MAX_ABS = 64
 """Largest weight magnitude (``pmaddubsw``'s pair sums 2 * 255 * 64 stay below 32768)."""
+K_STEP = 64
+"""Columns per step of the native rows' loops: K must be a multiple."""
 
 
 @dataclass(frozen=True)
@@ -38,14 +40,25 @@ def flush_steps(k: int, maxabs: int) -> int:
     return max(1, min(k // 32, 32767 // (2 * 255 * max(maxabs, 1))))
 
 
+def _check_k(k: int) -> None:
+    if k % K_STEP:
+        raise ValueError(f"dense: K must be a multiple of {K_STEP}, got {k}")
+
+
+def packed_nbytes(m: int, k: int) -> int:
+    """Bytes of :func:`pack`'s ``data`` for an (M, K) matrix: one byte per weight, ``M * K``
+    (the row sums are ``aux``, not counted). ValueError for a K that :func:`pack` refuses."""
+    _check_k(k)
+    return m * k
+
+
 def pack(w_t: np.ndarray) -> DenseWeights:
     """Pack int8 (M, K) weights with K % 64 == 0 and |w| <= 64."""
     w = np.asarray(w_t)
     if w.ndim != 2 or w.dtype != np.int8:
         raise ValueError(f"dense: expected int8 (M, K) weights, got {w.dtype} {w.shape}")
     m, k = w.shape
-    if k % 64:
-        raise ValueError(f"dense: K must be a multiple of 64, got {k}")
+    _check_k(k)
     maxabs = int(np.abs(w.astype(np.int16)).max()) if w.size else 0
     if maxabs > MAX_ABS:
         raise ValueError(f"dense: weights must satisfy |w| <= {MAX_ABS} (pmaddubsw range), "

@@ -17,6 +17,10 @@ import numpy as np
 from tsar.kernels.formats._common import check_multiple, check_ternary
 
 BLOCK = 128
+CODES_PER_BYTE = 4
+"""2-bit codes per byte."""
+TAIL_BYTES = 32
+"""Bytes after the codes; the first 4 hold the float32 scale."""
 
 
 @dataclass(frozen=True)
@@ -29,11 +33,18 @@ class I2SWeights:
 
     @property
     def nbytes(self) -> int:
-        return self.m * self.k // 4
+        return self.m * self.k // CODES_PER_BYTE
 
     @property
     def scale(self) -> float:
         return float(self.data[self.nbytes:self.nbytes + 4].view(np.float32)[0])
+
+
+def packed_nbytes(m: int, k: int) -> int:
+    """Bytes of :func:`pack`'s ``data`` for an (M, K) matrix: ``M * K / 4`` code bytes (2 bits a
+    weight) and the 32-byte tail. ValueError for a K that :func:`pack` refuses."""
+    check_multiple(k, BLOCK, "K", "I2_S pack")
+    return m * k // CODES_PER_BYTE + TAIL_BYTES
 
 
 def pack(w_t: np.ndarray, scale: float = 1.0) -> I2SWeights:
@@ -41,11 +52,12 @@ def pack(w_t: np.ndarray, scale: float = 1.0) -> I2SWeights:
     w = check_ternary(w_t, "I2_S pack")
     m, k = w.shape
     check_multiple(k, BLOCK, "K", "I2_S pack")
-    q = (w.astype(np.uint8) + 1).reshape(-1, 4, 32)
+    q = (w.astype(np.uint8) + 1).reshape(-1, CODES_PER_BYTE, BLOCK // CODES_PER_BYTE)
     codes = (q[:, 0] << 6) | (q[:, 1] << 4) | (q[:, 2] << 2) | q[:, 3]
-    data = np.zeros(m * k // 4 + 32, np.uint8)
-    data[:m * k // 4] = codes.reshape(-1)
-    data[m * k // 4:m * k // 4 + 4] = np.array([scale], np.float32).view(np.uint8)
+    ncode = m * k // CODES_PER_BYTE
+    data = np.zeros(ncode + TAIL_BYTES, np.uint8)
+    data[:ncode] = codes.reshape(-1)
+    data[ncode:ncode + 4] = np.array([scale], np.float32).view(np.uint8)
     return I2SWeights(data, m, k)
 
 

@@ -16,6 +16,13 @@ import numpy as np
 
 from tsar.kernels.formats._common import check_multiple, check_ternary
 
+ROWS = 32
+"""Rows per block (M must be a multiple)."""
+COLS = 4
+"""Columns per block (K must be a multiple)."""
+CODES_PER_BYTE = 4
+"""2-bit codes per byte: a block is one ``ROWS * COLS / 4``-byte vector."""
+
 
 @dataclass(frozen=True)
 class Int2Weights:
@@ -30,19 +37,30 @@ class Int2Weights:
         return self.data.size
 
 
+def _check_shape(m: int, k: int) -> None:
+    check_multiple(m, ROWS, "M", "int2 pack")
+    check_multiple(k, COLS, "K", "int2 pack")
+
+
+def packed_nbytes(m: int, k: int) -> int:
+    """Bytes of :func:`pack`'s ``data`` for an (M, K) matrix: 2 bits a weight, ``M * K / 4``.
+    ValueError for a shape that :func:`pack` refuses."""
+    _check_shape(m, k)
+    return m * k // CODES_PER_BYTE
+
+
 def pack(w_t: np.ndarray) -> Int2Weights:
     """Pack ternary int8 (M, K) with M % 32 == 0 and K % 4 == 0."""
     w = check_ternary(w_t, "int2 pack")
     m, k = w.shape
-    check_multiple(m, 32, "M", "int2 pack")
-    check_multiple(k, 4, "K", "int2 pack")
-    q = (w.astype(np.uint8) + 1).reshape(m // 32, 4, 8, k // 4, 4)      # (MB, f, d, kq, kk)
+    _check_shape(m, k)
+    q = (w.astype(np.uint8) + 1).reshape(m // ROWS, 4, 8, k // COLS, COLS)      # (MB, f, d, kq, kk)
     v = q[:, 0] | (q[:, 1] << 2) | (q[:, 2] << 4) | (q[:, 3] << 6)       # (MB, d, kq, kk)
     return Int2Weights(np.ascontiguousarray(v.transpose(0, 2, 1, 3)).reshape(-1), m, k)
 
 
 def unpack(p: Int2Weights) -> np.ndarray:
     """Int2Weights -> ternary int8 (M, K)."""
-    v = p.data.reshape(p.m // 32, p.k // 4, 8, 4)                        # (MB, kq, d, kk)
+    v = p.data.reshape(p.m // ROWS, p.k // COLS, 8, COLS)                # (MB, kq, d, kk)
     q = (v[:, None] >> (2 * np.arange(4, dtype=np.uint8))[None, :, None, None, None]) & 3
     return (q.transpose(0, 1, 3, 2, 4).astype(np.int8) - 1).reshape(p.m, p.k)

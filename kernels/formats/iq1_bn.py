@@ -56,6 +56,14 @@ class IQ1BNWeights(RowBlockWeights):
         return np.ascontiguousarray(rows[:, :ROW_SCALE_BYTES]).view(np.float16)[:, 0].astype(np.float32)
 
 
+def packed_nbytes(m: int, k: int) -> int:
+    """Bytes of :func:`pack`'s ``data`` for an (M, K) matrix:
+    ``M * (2 + 13 K / 64)`` (a 2-byte fp16 scale and K / 64 blocks of 13 bytes a row).
+    ValueError for a K that :func:`pack` refuses."""
+    check_multiple(k, BLOCK, "K", "IQ1_BN pack")
+    return m * (ROW_SCALE_BYTES + k // BLOCK * BLOCK_BYTES)
+
+
 def pack(w_t: np.ndarray, scale: float = 1.0) -> IQ1BNWeights:
     """Pack ternary int8 (M, K), K % 64 == 0; ``scale`` goes in the row scales (as fp16)."""
     w = check_ternary(w_t, "IQ1_BN pack")
@@ -71,7 +79,7 @@ def pack(w_t: np.ndarray, scale: float = 1.0) -> IQ1BNWeights:
     blocks[:, :, 12] = base3.encode(extra)
     rows = np.empty((m, ROW_SCALE_BYTES + nb * BLOCK_BYTES), np.uint8)
     rows[:, :ROW_SCALE_BYTES] = row_scales(w, scale).astype(np.float16)[:, None].view(np.uint8)
-    rows[:, ROW_SCALE_BYTES:] = blocks.reshape(m, -1)
+    rows[:, ROW_SCALE_BYTES:] = blocks.reshape(m, nb * BLOCK_BYTES)
     return IQ1BNWeights(rows.reshape(-1), m, k)
 
 

@@ -56,6 +56,14 @@ class IQ2BNWeights(RowBlockWeights):
         return np.ascontiguousarray(rows[:, :ROW_SCALE_BYTES]).view(np.float32)[:, 0]
 
 
+def packed_nbytes(m: int, k: int) -> int:
+    """Bytes of :func:`pack`'s ``data`` for an (M, K) matrix:
+    ``M * (4 + 16 K / 64)`` (a 4-byte float32 scale and K / 64 blocks of 16 bytes a row).
+    ValueError for a K that :func:`pack` refuses."""
+    check_multiple(k, BLOCK, "K", "IQ2_BN pack")
+    return m * (ROW_SCALE_BYTES + k // BLOCK * BLOCK_BYTES)
+
+
 def pack(w_t: np.ndarray, scale: float = 1.0) -> IQ2BNWeights:
     """Pack ternary int8 (M, K), K % 64 == 0; ``scale`` goes in the row scales."""
     w = check_ternary(w_t, "IQ2_BN pack")
@@ -65,7 +73,7 @@ def pack(w_t: np.ndarray, scale: float = 1.0) -> IQ2BNWeights:
     qs = c[:, :, 0] | (c[:, :, 1] << 2) | (c[:, :, 2] << 4) | (c[:, :, 3] << 6)
     rows = np.empty((m, ROW_SCALE_BYTES + k // 4), np.uint8)
     rows[:, :ROW_SCALE_BYTES] = row_scales(w, scale)[:, None].view(np.uint8)
-    rows[:, ROW_SCALE_BYTES:] = qs.reshape(m, -1)
+    rows[:, ROW_SCALE_BYTES:] = qs.reshape(m, k // BLOCK * BLOCK_BYTES)
     return IQ2BNWeights(rows.reshape(-1), m, k)
 
 

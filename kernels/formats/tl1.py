@@ -19,6 +19,11 @@ from tsar.kernels.formats.tl2 import default_bm
 
 DEFAULT_BK = 128
 BMM = 32
+BMMS = (16, 32, 64)
+"""The tile heights ``bmm`` the layout holds: whole 16-row groups, and tiles of ``256 / bmm`` columns
+that are whole 4-column slots."""
+WEIGHTS_PER_BYTE = 4
+"""Two 2-weight indices (4 bits each) per byte."""
 
 
 @dataclass(frozen=True)
@@ -42,17 +47,30 @@ def _dims(m: int, k: int, bm: int, bk: int, bmm: int) -> tuple[int, ...]:
     return (m // bm, bm // bmm, bmm // 16, 16, k // bk, bk // by, by // 4, 2)
 
 
-def pack(w_t: np.ndarray, bm: int | None = None, bk: int = DEFAULT_BK, bmm: int = BMM) -> TL1Weights:
-    """Pack ternary int8 (M, K) into TL1; M % bm == 0, bm % bmm == 0, K % bk == 0, bk % (256/bmm) == 0."""
-    w = check_ternary(w_t, "TL1 pack")
-    m, k = w.shape
+def _blocks(m: int, k: int, bm: int | None, bk: int, bmm: int) -> int:
+    """Check the blocks for an (M, K) matrix (ValueError where they do not fit); return bm."""
     bm = default_bm(m) if bm is None else bm
-    if bmm not in (16, 32, 64, 128):
-        raise ValueError(f"TL1 pack: bmm must be one of 16, 32, 64, 128, got {bmm}")
+    if bmm not in BMMS:
+        raise ValueError(f"TL1 pack: bmm must be one of {', '.join(map(str, BMMS))}, got {bmm}")
     check_multiple(bm, bmm, "bm", "TL1 pack")
     check_multiple(m, bm, "M", "TL1 pack")
     check_multiple(bk, 256 // bmm, "bk", "TL1 pack")
     check_multiple(k, bk, "K", "TL1 pack")
+    return bm
+
+
+def packed_nbytes(m: int, k: int, bm: int | None = None, bk: int = DEFAULT_BK, bmm: int = BMM) -> int:
+    """Bytes of :func:`pack`'s ``data`` for an (M, K) matrix: 2 bits a weight, ``M * K / 4`` (no
+    padding: the blocks must divide M and K). ValueError for a shape or blocks :func:`pack` refuses."""
+    _blocks(m, k, bm, bk, bmm)
+    return m * k // WEIGHTS_PER_BYTE
+
+
+def pack(w_t: np.ndarray, bm: int | None = None, bk: int = DEFAULT_BK, bmm: int = BMM) -> TL1Weights:
+    """Pack ternary int8 (M, K) into TL1; M % bm == 0, bm % bmm == 0, K % bk == 0, bk % (256/bmm) == 0."""
+    w = check_ternary(w_t, "TL1 pack")
+    m, k = w.shape
+    bm = _blocks(m, k, bm, bk, bmm)
     pairs = w.reshape(m, k // 2, 2).astype(np.int16)
     idx = (3 * pairs[..., 0] + pairs[..., 1] + 4).astype(np.uint8)
     d = idx.reshape(_dims(m, k, bm, bk, bmm))   # (MB, C, U, r, KB, Y, Q, h)

@@ -51,6 +51,14 @@ class TQ1Weights(RowBlockWeights):
         return np.ascontiguousarray(d).view(np.float16)[..., 0].astype(np.float32)
 
 
+def packed_nbytes(m: int, k: int) -> int:
+    """Bytes of :func:`pack`'s ``data`` for an (M, K) matrix:
+    ``M * 54 K / 256`` (K / 256 blocks of 54 bytes a row, their fp16 scales included).
+    ValueError for a K that :func:`pack` refuses."""
+    check_multiple(k, BLOCK, "K", "TQ1_0 pack")
+    return m * (k // BLOCK * BLOCK_BYTES)
+
+
 def pack(w_t: np.ndarray, scale: float = 1.0) -> TQ1Weights:
     """Pack ternary int8 (M, K), K % 256 == 0; ``scale`` goes in the block scales."""
     w = check_ternary(w_t, "TQ1_0 pack")

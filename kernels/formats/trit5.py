@@ -64,6 +64,14 @@ def decode(b: np.ndarray) -> np.ndarray:
     return np.where(b & 0x80, -mag, mag).astype(np.int16)
 
 
+def packed_nbytes(m: int, k: int) -> int:
+    """Bytes of :func:`pack`'s ``data`` for an (M, K) matrix: one byte per row and group of five
+    columns of the padded K, ``M * kp / 5`` (``kp``: :func:`padded_k`). ValueError for an M that
+    :func:`pack` refuses."""
+    check_multiple(m, ROWS, "M", "trit5 pack")
+    return m * padded_k(k) // GROUP
+
+
 def pack(w_t: np.ndarray) -> Trit5Weights:
     """Pack ternary int8 (M, K) with M % 32 == 0 (any K)."""
     w = check_ternary(w_t, "trit5 pack")

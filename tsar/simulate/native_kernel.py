@@ -102,8 +102,12 @@ def pack_native(kernel: str, w: np.ndarray):
 
 @cache
 def packed_weight_bytes(kernel: str, M: int, K: int) -> int:
-    """Bytes of an ``M x K`` layer in ``kernel``'s weight format (padding and headers included;
-    packed once per process: a large layer takes a while)."""
+    """Bytes of an ``M x K`` layer in ``kernel``'s weight format (padding and headers included):
+    the format's ``packed_nbytes`` formula where it has one, else the size of a packed zero matrix
+    (a large layer takes a while; once per process)."""
+    packer = NATIVE_KERNELS[base_kernel(kernel)].packer
+    if hasattr(packer, "packed_nbytes"):
+        return int(packer.packed_nbytes(M, K))
     return int(pack_native(kernel, np.zeros((M, K), np.int8)).data.nbytes)
 
 
