@@ -205,7 +205,12 @@ def test_prefetch_reports_its_progress() -> None:
     prefetch(requests, jobs=2, progress=lambda done, total, message: reports.append((done, total, message)))
     assert all(done <= total for done, total, _ in reports) and reports[-1][0] == reports[-1][1] > 0
     assert all(a[0] <= b[0] for a, b in itertools.pairwise(reports))
-    assert reports[-1][2].endswith("runs simulated") and "+" not in reports[-1][2]
+    assert "+" not in reports[-1][2]
+    # the counts extrapolated from the runs simulated whole are reported too, to the last
+    simulated, extrapolated_text = reports[-1][2].split(", ")
+    assert simulated.endswith("runs simulated")
+    done, total = extrapolated_text.removesuffix(" counts extrapolated").split("/")
+    assert done == total and int(total) >= 1
 
 
 def test_native_gemm_block_planned() -> None:

@@ -84,6 +84,9 @@ zeroing and dequantization in 1.5 times that (fitted to the runs of a comparison
 NATIVE_RUN_OVERHEAD = 12_000
 """Likewise for a native core: about 0.2 s a run (its preparation, its tables, the library's code
 decoded in a fresh process), measured on the natives' runs of a report."""
+FINISH_SECONDS = 0.05
+"""Seconds to extrapolate one count from cached runs (loading them, combining, packing nothing:
+weight bytes come from the formats' size formulas), until the first ones are measured."""
 NATIVE_WEIGHTS_PER_TGEMV = 12
 """Weights x tokens of a native core simulated in the time of one TGEMV: about 12 for the slowest
 per weight (TL2, trit5 with AVX2), measured per core on runs of one and two periods of each axis;
@@ -768,15 +771,23 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                 return seconds / work
         return 45e-3 / RUN_OVERHEAD
 
+    extrapolations, finish_started = 0, 0.0  # the counts extrapolated from the runs simulated whole
+    running: dict[Future, tuple] = {}  # (runs simulated whole, True) or (run, False)
+
     def report() -> None:
         """Seconds so far and in all: each kernel's work left at its measured seconds per unit,
-        over the jobs."""
+        and the extrapolations left at their measured seconds each, over the jobs."""
         if not progress:
             return
-        rest = sum(work * rate(kernel) for kernel, work in left.items()) / jobs
-        elapsed = time.monotonic() - started_at if simulated_runs else 0.0
+        extrapolating = len(finish) + sum(not whole for _, whole in running.values())
+        each = ((time.monotonic() - finish_started) * jobs / extrapolations if extrapolations
+                else FINISH_SECONDS)
+        rest = (sum(work * rate(kernel) for kernel, work in left.items()) + each * extrapolating) / jobs
+        elapsed = time.monotonic() - started_at if simulated_runs or extrapolations else 0.0
+        also = (f", {extrapolations}/{extrapolations + extrapolating} counts extrapolated"
+                if finish_started else "")
         progress(elapsed, elapsed + rest,
-                 f"{simulated_runs}/{planned_runs}{'+' if native_guess else ''} runs simulated")
+                 f"{simulated_runs}/{planned_runs}{'+' if native_guess else ''} runs simulated{also}")
 
     if pending:  # (with only natives, nothing is known to be missing before their library is built)
         report()
@@ -785,9 +796,9 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
     with pool:
         try:
             build = pool.submit(build_sim_library) if natives else None
-            running: dict[Future, tuple] = {}  # (runs simulated whole, True) or (run, False)
             while pending or running or build or finish:
                 if not pending and not build and not any(whole for _, whole in running.values()):
+                    finish_started = finish_started or (time.monotonic() if finish else 0.0)
                     while finish:  # every run simulated whole is cached: the rest are extrapolated
                         run = finish.pop()
                         running[pool.submit(_finish_in_worker, run, _decisions(run))] = run, False
@@ -822,6 +833,9 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                     elif future.exception() is None:
                         state.computed[job] = future.result()
                         done += 1
+                    if not whole:
+                        extrapolations += 1
+                        report()
                     if whole:
                         kernel, work = job[0].kernel, sum(_work(r) for r in job)
                         seconds_work = spent.setdefault(kernel, [0.0, 0.0])
