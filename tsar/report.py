@@ -31,7 +31,8 @@ import matplotlib.pyplot as plt
 from tsar.compare import MEASURED, MODELLED, Comparison, Row, compare, compare_requests
 from tsar.console import Steps, Work, detail
 from tsar.estimate.model import ModelEstimate, evaluate, model_requests
-from tsar.models import BITNET_2B, BITNET_2B_LAYERS, PREFILL_TOKENS
+from tsar.estimate.paper_models import FAMILIES, PaperModels, paper_requests, paper_speedup
+from tsar.models import BITNET_2B, BITNET_2B_LAYERS, PAPER_MODELS, PREFILL_TOKENS
 from tsar.sim.platforms import PLATFORM_NAMES, SHIPPED
 from tsar.simulate.counts import prefetch, worker_pool
 
@@ -46,6 +47,7 @@ class ReportData:
     area_text: str | None
     area_rows: list | None
     platform_gemm: dict[str, list[Comparison]] | None = None  # prefill: N = PREFILL_TOKENS per layer
+    paper: PaperModels | None = None  # with --paper-models: the paper's 125M..100B sweep (Fig. 8)
 
 
 def _png(fig: plt.Figure) -> str:
@@ -220,9 +222,13 @@ def area_plot(rows: list) -> plt.Figure:
 
 
 def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
-            with_area: bool = True) -> ReportData:
+            with_area: bool = True, paper_models: bool = False) -> ReportData:
+    """Every comparison and estimate of the page; ``paper_models``: also every model of the paper's
+    125M..100B sweep on every shipped platform (its Fig. 8 view; minutes more from an empty cache)."""
     say = progress or (lambda _m: None)
-    total = 2 * len(BITNET_2B_LAYERS) * len(PLATFORM_NAMES) + len(REPORT_MODELS) * len(SHIPPED) + with_area
+    swept = tuple(m for m in PAPER_MODELS if m not in REPORT_MODELS) if paper_models else ()
+    total = (2 * len(BITNET_2B_LAYERS) * len(PLATFORM_NAMES)
+             + (len(REPORT_MODELS) + len(swept)) * len(SHIPPED) + with_area)
     step = Steps(total, say)
     inner = detail  # the steps inside each comparison: with -v
 
@@ -251,10 +257,11 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
     requests = [r for m, k in BITNET_2B_LAYERS for n in (1, PREFILL_TOKENS)
                 for r in compare_requests(n, m, k, natives=natives)]
     requests += [r for model in REPORT_MODELS for r in model_requests(model, natives=natives)]
+    requests += paper_requests(SHIPPED, swept) if swept else []
     say("simulating the kernels on every layer shape, in parallel (cached after the first run)")
     prefetch(requests, progress=Work("simulating", unit="%", say=say, every=2.0))
     # the modelled platforms' comparisons and model estimates: timing-model work, in parallel
-    jobs = [("model", model, name) for model in REPORT_MODELS for name in SHIPPED]
+    jobs = [("model", model, name) for model in (*REPORT_MODELS, *swept) for name in SHIPPED]
     jobs += [("layer", name, m, k, n) for n in (1, PREFILL_TOKENS) for name in SHIPPED
              for m, k in BITNET_2B_LAYERS]
     results: dict[tuple, object] = {}
@@ -286,7 +293,9 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
         base, tsar = synthesize(variants)  # cached by the run beside the simulations
         area_rows = area_table(base, tsar)
         area_text = format_area_table(area_rows, "256-bit slice, base vs T-SAR c2s4")
-    return ReportData(host_layers, platform_layers, models, area_text, area_rows, platform_gemm)
+    paper = PaperModels(tuple(results["model", model, name] for name in SHIPPED for model in PAPER_MODELS
+                              if ("model", model, name) in results)) if paper_models else None
+    return ReportData(host_layers, platform_layers, models, area_text, area_rows, platform_gemm, paper)
 
 
 def _report_natives() -> tuple[str, ...]:
@@ -645,6 +654,59 @@ def operators_plot(models: Sequence[ModelEstimate]) -> plt.Figure:
     return fig
 
 
+LABELS = {"tsar": "T-SAR", "tl2": "TL2", "native": "best native"}
+
+
+def paper_models_plot(paper: PaperModels) -> plt.Figure:
+    """Prefill seconds (top) and decode tokens/s (bottom) of every model, per platform (columns):
+    T-SAR, TL2 and the best native, end to end, log scale; each panel titled with the geomean
+    speedup over TL2 and the paper's."""
+    platforms = paper.platforms
+    fig, axes = plt.subplots(2, len(platforms), figsize=(3.6 * len(platforms), 5.6), squeeze=False)
+    width = 0.27
+    for col, platform in enumerate(platforms):
+        rows = paper.on(platform)
+        x = range(len(rows))
+        for phase, ax in zip(("prefill", "decode"), axes[:, col], strict=True):
+            value = paper.prefill if phase == "prefill" else paper.decode
+            for i, family in enumerate(FAMILIES):
+                ax.bar([j + (i - 1) * width for j in x], [value(e, family) for e in rows], width,
+                       label=LABELS[family], color=f"C{i}")
+            ax.set_yscale("log")
+            ax.set_xticks(list(x), [e.model.removeprefix("bitnet-") for e in rows], rotation=60, fontsize=7)
+            ax.tick_params(axis="y", labelsize=7)
+            reported = paper_speedup(platform, phase)
+            ax.set_title(f"{platform} {phase}: {paper.geomean_speedup(platform, phase, 'tl2'):.1f}x TL2 "
+                         f"(geomean)" + (f"\npaper: {reported}" if reported else ""), fontsize=8)
+            ax.set_ylabel(f"seconds for {PREFILL_TOKENS} tokens" if phase == "prefill" else "tokens / s",
+                          fontsize=7)
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def paper_models_table(paper: PaperModels) -> str:
+    rows = []
+    for e in paper.estimates:
+        pre = {f: paper.prefill(e, f) for f in FAMILIES}
+        dec = {f: paper.decode(e, f) for f in FAMILIES}
+        rows.append([e.model, f"{e.platform}, {e.threads} thr", _seconds(pre["tsar"]),
+                     _x(pre["tl2"] / pre["tsar"]), _x(pre["native"] / pre["tsar"]), _tps(dec["tsar"]),
+                     _x(dec["tsar"] / dec["tl2"]), _x(dec["tsar"] / dec["native"])])
+    summary = [[s["platform"], s["phase"], _x(s["geomean_vs_tl2"]), _x(s["geomean_vs_native"]),
+                _x(s["geomean_vs_tl2_bitlinear"]), _x(s["peak_vs_tl2"]), s["paper_vs_tl2"] or "-"]
+               for s in paper.summary()]
+    context = paper.estimates[0].context
+    return (_table("Geomean over the models of T-SAR's speedup (modelled against modelled), end to end "
+                   "and over the BitLinear layers only, next to the paper's (section IV-B)",
+                   ["platform", "phase", "vs TL2", "vs best native", "vs TL2, BitLinear only",
+                    "peak vs TL2", "paper vs TL2"], summary, names=2)
+            + _table(f"Every model end to end (modelled): prefill of {PREFILL_TOKENS} tokens, decode at "
+                     f"{context} KV-cache positions", ["model", "platform, threads", "prefill T-SAR",
+                                                         "vs TL2", "vs best native", "decode T-SAR tok/s",
+                                                         "vs TL2", "vs best native"], rows, names=2))
+
+
 def _area_table(data: ReportData) -> str:
     title = (data.area_text or "").splitlines()[0] if data.area_text else "RTL area"
     def um2(area: float) -> str:
@@ -666,6 +728,8 @@ def raw_tables(data: ReportData) -> dict[str, list[dict]]:
     comparisons = [{"phase": phase, **rec} for phase, groups in _phases(data)
                    for comps in groups.values() for c in comps for rec in c.records()]
     out = {"comparisons": comparisons, "models": [rec for m in data.models for rec in m.records()]}
+    if data.paper:
+        out["paper-models"] = data.paper.records()
     if data.area_rows:
         out["area"] = [{"block": r.row, "base_um2": r.base.area_um2, "tsar_um2": r.tsar.area_um2,
                         "added_pct": r.overhead_pct, "paper_base_um2": r.paper_base,
@@ -723,6 +787,9 @@ def _figures(data: ReportData, bandwidth_gbs: float) -> list[tuple[str, str, plt
                  if p != "host"}))]
     if any(m.operators for m in data.models):
         out.append(("operators", "Decode: every operator of a token (modelled)", operators_plot(data.models)))
+    if data.paper:
+        out.append(("paper-models", "The paper's models end to end (modelled; the paper's Fig. 8)",
+                    paper_models_plot(data.paper)))
     if data.area_rows:
         out.append(("area", "RTL area (Table II)", area_plot(data.area_rows)))
     return out
@@ -742,6 +809,8 @@ def _tables(data: ReportData) -> list[tuple[str, str]]:
         out.append(("Memory traffic", _traffic_table(traffic)))
     if data.models:
         out.append(("Models: decode and prefill next to the paper's Table III", _model_tables(data.models)))
+    if data.paper:
+        out.append(("The paper's models end to end (Fig. 8)", paper_models_table(data.paper)))
     if data.area_rows:
         out.append(("RTL area (Table II)", _area_table(data)))
     return out

@@ -182,8 +182,11 @@ def report(tmp_path_factory, _module_counts):
                   for p in ("workstation", "mobile")}
         gemm = {p: [compare(16, 256, 384, p, tsar_kernels=("tsar-c2s4-op-tokens", "tsar-c2s4-op"))]
                 for p in ("workstation", "mobile")}
-        data = ReportData(layers["workstation"], layers,
-                          [evaluate("tiny", "mobile", tsar_kernels=kernels)], None, None, gemm)
+        from tsar.estimate.paper_models import PaperModels
+
+        tiny_estimate = evaluate("tiny", "mobile", tsar_kernels=kernels)
+        data = ReportData(layers["workstation"], layers, [tiny_estimate], None, None, gemm,
+                          PaperModels((tiny_estimate,)))
     path = write(tmp_path_factory.mktemp("report") / "r.html", data)
     return path, data
 
@@ -194,13 +197,13 @@ def test_report_renders_every_plot(report) -> None:
     path, data = report
     tmp_path = path.parent
     page = path.read_text()
-    # roofline, speedup, prefill, traffic, scaling, operators
-    assert page.count("src='data:image/png;base64,") == 6
+    # roofline, speedup, prefill, traffic, scaling, operators, the paper's models (Fig. 8)
+    assert page.count("src='data:image/png;base64,") == 7
     assert "Prefill GEMM (N = 128)" in page and "tsar-c2s4-op-tokens" in page
     assert "Table III" in page and "<td class=n>tiny</td>" in page and "<pre>" not in page  # HTML tables
     for field in ("date", "commit", "cpu", "caches", "native repeats", "seeds"):
         assert f"<th>{field}</th>" in page
-    for stem in ("roofline", "speedup", "prefill", "traffic", "scaling", "operators"):
+    for stem in ("roofline", "speedup", "prefill", "traffic", "scaling", "operators", "paper-models"):
         for ext in ("png", "svg"):
             assert (tmp_path / f"r-{stem}.{ext}").stat().st_size > 1000
     assert render(data, bandwidth_gbs=10.0).startswith("<!doctype html>")
@@ -290,6 +293,9 @@ def test_report_writes_its_raw_data_as_csv(report) -> None:
         (model,) = list(csv.DictReader(f))
     assert model["model"] == "tiny" and float(model["decode_speedup"]) > 0
     assert "href='r-comparisons.csv'" in page and "href='r-models.csv'" in page
+    with (path.parent / "r-paper-models.csv").open(newline="") as f:
+        (paper,) = list(csv.DictReader(f))
+    assert paper["model"] == "tiny" and float(paper["prefill_speedup_tl2"]) > 0
     assert "modelled_s" not in page and "e-0" not in page  # the raw columns stay out of the page
     try:
         import pyarrow.parquet as pq

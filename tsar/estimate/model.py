@@ -69,7 +69,7 @@ class ModelEstimate(Tabular):
         prompt) on the ``tsar`` side or a native one (which also quantizes its activations)."""
         return sum(o.seconds(phase) for o in self.operators if family != "tsar" or not o.natives_only)
 
-    def _bitlinear(self, phase: str, family: str) -> float:
+    def bitlinear_seconds(self, phase: str, family: str) -> float:
         """BitLinear seconds (decode: per token; prefill: the prompt) of ``tsar``, ``tl2`` or
         ``native`` (the best native of the phase)."""
         if family == "native":
@@ -81,15 +81,15 @@ class ModelEstimate(Tabular):
 
     def e2e_decode_tps(self, family: str) -> float:
         """Decode tokens/s with every operator of a token (``tsar``, ``tl2`` or ``native``)."""
-        return 1.0 / (self._bitlinear("decode", family) + self.other_seconds("decode", family))
+        return 1.0 / (self.bitlinear_seconds("decode", family) + self.other_seconds("decode", family))
 
     def e2e_prefill_seconds(self, family: str) -> float:
         """Prefill seconds of ``PREFILL_TOKENS`` tokens with every operator."""
-        return self._bitlinear("prefill", family) + self.other_seconds("prefill", family)
+        return self.bitlinear_seconds("prefill", family) + self.other_seconds("prefill", family)
 
     def breakdown(self, phase: str = "decode", family: str = "tsar") -> dict[str, float]:
         """Seconds per operator (``bitlinear`` first) of a decoded token or of the prefill."""
-        out = {"bitlinear": self._bitlinear(phase, family)}
+        out = {"bitlinear": self.bitlinear_seconds(phase, family)}
         out.update({o.op: o.seconds(phase) for o in self.operators if family != "tsar" or not o.natives_only})
         return out
 
@@ -173,11 +173,10 @@ def evaluate(model: str, platform: str | Platform, *, threads: int | None = None
     ``operators``: the other operators of a token too, decode at ``context`` positions."""
     cfg = get_model(model)
     plat = platform_named(platform) if isinstance(platform, str) else platform
-    # the registered configurations whose width the platform's ISA has
-    tsar_kernels = kernel_names(plat.core.isa) if tsar_kernels is None else tsar_kernels
+    runs, natives = kernels_for(plat)
+    tsar_kernels = runs if tsar_kernels is None else tsar_kernels
     threads = threads or plat.threads
     step = Steps(len(cfg.gemv_shapes()), progress or (lambda _m: None))
-    natives = natives_for(plat.core.isa)
     # the first count that is not cached simulates every missing one, in parallel
     simulating = Work(f"{plat.name}: simulating the missing counts", unit="%", say=progress,
                       every=2.0) if progress else None
@@ -191,6 +190,12 @@ def evaluate(model: str, platform: str | Platform, *, threads: int | None = None
     others = operator_times(cfg, plat, threads, context) if operators else ()
     return ModelEstimate(cfg.name, name, threads, cfg.layers, tuple(estimates), context if operators else 0,
                          others)
+
+
+def kernels_for(plat: Platform) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The T-SAR kernels (the registered configurations whose width the platform's ISA has) and the
+    natives (the builds its ISA runs) :func:`evaluate` times on ``plat``."""
+    return tuple(kernel_names(plat.core.isa)), tuple(natives_for(plat.core.isa))
 
 
 def model_requests(model: str, tsar_kernels: Sequence[str] | None = None,

@@ -18,13 +18,15 @@ HELP = ("compare T-SAR kernels with native TL2 and other baselines on a layer an
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", help=f"N x M x K (default {DEFAULT_SHAPE})")
-    parser.add_argument("--platform", default="host",
-                        help=f"{names(platforms())}, or a platform .toml file (default host)")
+    parser.add_argument("--platform", default=None,
+                        help=f"{names(platforms())}, or a platform .toml file (default host; with "
+                             "--model paper: every platform but the host)")
     parser.add_argument("--threads", type=positive_int,
                         help="threads (default: 1 for a layer, the platform's count for --model)")
     parser.add_argument("--model", help=f"instead of one layer: a whole model, one of {names(models())} "
                                         "(or a unique ending of one, such as 2b-4t): decode tokens/s "
-                                        "and prefill latency")
+                                        "and prefill latency; or 'paper': every model of the paper's "
+                                        "125M-100B sweep end to end (its Fig. 8 view)")
     parser.add_argument("--context", type=positive_int, default=None, metavar="POSITIONS",
                         help="--model: the context length of a decoded token (positions its attention "
                              "reads from the KV cache; default 1024)")
@@ -43,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         console.progress(f"  .. {msg}")
 
+    if args.model and args.model.lower() == "paper":
+        return _paper_models(args, progress)
+    args.platform = args.platform or "host"
     if args.model and args.shape:
         raise UserError("--model and --shape exclude each other (a model has its own shapes)")
     if args.context and not args.model:
@@ -96,6 +101,32 @@ def run(args: argparse.Namespace) -> int:
              model_error_source=result.error_source or None,
              rows=[{k: v for k, v in r.items() if k not in ("N", "M", "K", "platform", "threads")}
                    for r in result.records()])
+        return 0
+    print(result.table())
+    return 0
+
+
+def _paper_models(args: argparse.Namespace, progress) -> int:
+    from tsar.estimate.paper_models import estimate_paper_models
+    from tsar.sim.platforms import SHIPPED
+
+    if args.shape or args.threads_sweep:
+        raise UserError("--model paper takes no --shape or --threads-sweep (each model has its shapes)")
+    if args.threads is not None:
+        raise UserError("--model paper runs each platform at its own thread count (the paper's)")
+    chosen = [args.platform] if args.platform else list(SHIPPED)
+    result = estimate_paper_models(chosen, progress=progress,
+                                   **({"context": args.context} if args.context else {}))
+    if args.csv:
+        from tsar.jsonout import emit_csv
+
+        emit_csv(result.records())
+        return 0
+    if args.json:
+        from tsar.jsonout import emit
+
+        emit("paper-models", context=result.estimates[0].context, summary=result.summary(),
+             rows=result.records())
         return 0
     print(result.table())
     return 0

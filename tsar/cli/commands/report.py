@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "beside it as <name>-<part>.<ext>")
     parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
     parser.add_argument("--no-area", action="store_true", help="skip RTL synthesis (about 2 min uncached)")
+    parser.add_argument("--paper-models", action="store_true",
+                        help="also every model of the paper's 125M-100B sweep on every modelled platform, "
+                             "end to end (its Fig. 8 view; minutes more from an empty cache)")
     parser.add_argument("--sweep", metavar="RESULTS",
                         help="instead: Pareto plots of a `tsar sweep` CSV (docs/dse.md)")
 
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(f"  .. {msg}", file=sys.stderr, flush=True)
 
-    data = collect(repeats=args.repeats, progress=progress, with_area=not args.no_area)
+    data = collect(repeats=args.repeats, progress=progress, with_area=not args.no_area,
+                   paper_models=args.paper_models)
     path = write(Path(args.output), data, repeats=args.repeats)
     print(f"wrote {path} (raw data beside it: {path.with_suffix('')}-*.csv)")
     return 0
