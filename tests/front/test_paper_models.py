@@ -98,3 +98,18 @@ def test_real_models_end_to_end() -> None:
     big = result.estimates[1]
     assert big.model == "bitnet-3.8b" and big.e2e_decode_tps("tsar") > 0
     assert all(r["prefill_speedup_tl2"] > 1 for r in result.records())
+
+
+def test_prefill_attention_reads_one_layers_prompt_kv() -> None:
+    """Decode reads every layer's whole K/V cache per token (all of it is the footprint); a prefill's
+    attention re-reads the rows its own layer just wrote (one layer's prompt K/V)."""
+    from tsar.estimate.operators import operator_calls
+    from tsar.models import PREFILL_TOKENS
+
+    cfg = get_model("bitnet-7b")
+    calls = [c for c in operator_calls(cfg, 1024) if c[0] == "attention"]
+    (decode,) = [c for c in calls if c[2]]
+    (prefill,) = [c for c in calls if c[3]]
+    row = 2 * cfg.n_kv_heads * cfg.dim_head * 2  # K and V, float16
+    assert decode[4] == cfg.layers * row * 1024
+    assert prefill[4] == row * PREFILL_TOKENS

@@ -23,8 +23,10 @@ Per decoded token at context length ``C`` (the token attends to ``C`` positions,
 
 A prefill of ``N`` tokens from an empty cache runs the per-token operators ``N`` times, its
 attention over ``1..N`` positions (``N`` times the cost at the mean context, rounded to the
-operator's multiple of 8; the cost is affine in the context), and the LM head and sampling once
-(only the last position's logits are needed, as llama.cpp computes them).
+operator's multiple of 8; the cost is affine in the context) with one layer's prompt K/V as the
+footprint its rows come from (a layer's tokens re-read the rows its projections just wrote; the
+layers run one after another), and the LM head and sampling once (only the last position's logits
+are needed, as llama.cpp computes them).
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ def operator_calls(cfg: ModelConfig, context: int
         ("quantize", {"n": inter}, layers, layers * n, None),
         ("rope", {"heads": heads + kv, "hd": hd}, layers, layers * n, None),
         ("attention", {**attention, "ctx": _round8(context)}, layers, 0, kv_cache),
-        ("attention", {**attention, "ctx": _round8((n + 1) / 2)}, 0, layers * n, kv_cache / context * n),
+        ("attention", {**attention, "ctx": _round8((n + 1) / 2)}, 0, layers * n,
+         kv_cache / context * n / layers),
         ("ffn_act", {"n": inter, "kind": FFN_KINDS[cfg.ffn_act]}, layers, layers * n, None),
         ("lm_head", {"m": cfg.vocab, "k": hidden}, 1, 1, cfg.vocab * hidden * cfg.head_bits / 8),
         ("sampling", {"n": -(-cfg.vocab // 8) * 8}, 1, 1, None),  # (logits padded to the vector width)
