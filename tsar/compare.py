@@ -105,6 +105,7 @@ class Comparison(Tabular):
     rows: tuple[Row, ...]
     skipped: tuple[tuple[str, str], ...] = ()  # (kernel, why): baselines whose format cannot take the shape
     error_source: str = ""                     # where the model error bars come from
+    measured_at: str = ""  # host: when the measurements were taken (ISO time; earlier if reused)
 
     def row(self, kernel: str) -> Row:
         for r in self.rows:
@@ -218,11 +219,14 @@ def _fmt_time(seconds: float) -> str:
 
 def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
             tsar_kernels: Sequence[str] | None = None, repeats: int = 20,
-            progress: Callable[[str], None] | None = None) -> Comparison:
+            progress: Callable[[str], None] | None = None, reuse_measurements: bool = False
+            ) -> Comparison:
     """Compare every T-SAR kernel with the native baselines on one layer and platform (module doc).
     ``repeats``: measured calls per kernel on the host (in rounds of a few calls);
     ``tsar_kernels``: default every kernel of the configurations registered at the call that the
-    platform runs (the 512-bit ones where its ISA has AVX-512)."""
+    platform runs (the 512-bit ones where its ISA has AVX-512); ``reuse_measurements``: on the host,
+    take the measurements stored by an earlier call with the same layer, settings, machine and code
+    (:mod:`tsar.estimate.measurements`) instead of measuring again, and store new ones."""
     from tsar.validation.error_bars import load
 
     plat = platform_named(platform)
@@ -253,13 +257,24 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
                                8.0 * c.weight_bytes / (M * K), bound, error(kernel),
                                isa=split_native_label(kernel)[1] if family == "native" else "")
     skipped: list[tuple[str, str]] = []
+    taken = ""
     if measured:
         from dataclasses import replace
 
-        step(f"{plat.name}: measuring {N} x {M} x {K}, natives and T-SAR proxies alternating")
+        from tsar.estimate import measurements
         from tsar.estimate.host import with_measured
 
-        skipped, clocks, clock = _measure(rows, N, M, K, threads, tsar_kernels, repeats, natives)
+        key = _measurement_key(N, M, K, threads, repeats, tsar_kernels, natives)
+        found = measurements.stored(key) if reuse_measurements else None
+        if found:
+            taken = found[1]
+            step(f"{plat.name}: {N} x {M} x {K} as measured at {taken} (same machine and code)")
+            skipped, clocks, clock = _restored(found[0], rows)
+        else:
+            step(f"{plat.name}: measuring {N} x {M} x {K}, natives and T-SAR proxies alternating")
+            skipped, clocks, clock = _measure(rows, N, M, K, threads, tsar_kernels, repeats, natives)
+            value = _stored_form(rows, skipped, clocks, clock)
+            taken = measurements.store(key, value) if reuse_measurements else measurements.now()
         plat, _ = with_measured(plat, clocks, clock, {}, clock_key=CLOCK)
         for kernel, c in counts.items():
             seconds, bound = modelled(c, plat, N, threads)
@@ -269,7 +284,7 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
     if bad:  # a time that is not a positive number is a bug or a degenerate input, never a cell
         raise UserError(f"{N} x {M} x {K} on {platform}: no valid time for {', '.join(bad)}")
     return Comparison(N, M, K, platform, threads, tuple(rows.values()), tuple(skipped),
-                      errors.describe() if errors else "")
+                      errors.describe() if errors else "", taken)
 
 
 def compare_requests(N: int, M: int, K: int, tsar_kernels: Sequence[str] | None = None,
@@ -277,6 +292,49 @@ def compare_requests(N: int, M: int, K: int, tsar_kernels: Sequence[str] | None 
     """The simulated counts :func:`compare` reads (for :func:`tsar.simulate.counts.announced`)."""
     kernels = (*(kernel_names() if tsar_kernels is None else tsar_kernels), *natives)
     return [counts_request(kernel, N, M, K) for kernel in kernels]
+
+
+def _measurement_key(N: int, M: int, K: int, threads: int, repeats: int, tsar_kernels: Sequence[str],
+                     natives: Sequence[str]) -> dict:
+    """What a host comparison's measurements depend on besides the machine and the code."""
+    return {"N": N, "M": M, "K": K, "threads": threads, "repeats": repeats, "tsar": list(tsar_kernels),
+            "natives": list(natives), "measured_natives": list(MEASURED_NATIVE)}
+
+
+def measurements_stored(N: int, M: int, K: int, *, threads: int = 1, repeats: int = 20) -> bool:
+    """Whether :func:`compare` on the host with these settings (and its default kernels) would reuse
+    stored measurements rather than measure (for progress estimates)."""
+    from tsar.estimate import measurements
+
+    plat = platform_named("host")
+    key = _measurement_key(N, M, K, threads, repeats, kernel_names(plat.core.isa), natives_for(plat.core.isa))
+    return measurements.stored(key) is not None
+
+
+def _stored_form(rows: dict[str, Row], skipped: list[tuple[str, str]], clocks: dict,
+                 clock: tuple | None) -> dict:
+    """What :func:`_measure` found, as JSON: each measured row's time, spread and how, the rows it
+    added (natives at other ISA levels), the skipped kernels, the clock probes."""
+    from dataclasses import asdict
+
+    return {"rows": {k: asdict(r) for k, r in rows.items() if r.measured is not None},
+            "skipped": [list(s) for s in skipped],
+            "clocks": {name: asdict(m) for name, m in clocks.items()},
+            "clock_cycles": None if clock is None else clock[1]}
+
+
+def _restored(value: dict, rows: dict[str, Row]) -> tuple[list[tuple[str, str]], dict, tuple | None]:
+    """:func:`_stored_form`'s inverse: fills ``rows`` in place as :func:`_measure` does."""
+    from dataclasses import replace
+
+    from tsar.estimate.host import Measured
+
+    for kernel, r in value["rows"].items():
+        rows[kernel] = replace(rows[kernel], measured=r["measured"], spread=r["spread"],
+                               how_measured=r["how_measured"]) if kernel in rows else Row(**r)
+    clocks = {name: Measured(**m) for name, m in value["clocks"].items()}
+    cycles = value["clock_cycles"]
+    return [tuple(s) for s in value["skipped"]], clocks, None if cycles is None else (None, cycles)
 
 
 def _measure(rows: dict[str, Row], N: int, M: int, K: int, threads: int,

@@ -33,7 +33,7 @@ from tsar.console import Steps, Work, detail
 from tsar.estimate.model import ModelEstimate, evaluate, model_requests
 from tsar.estimate.paper_models import FAMILIES, PaperModels, paper_requests, paper_speedup
 from tsar.models import BITNET_2B, BITNET_2B_LAYERS, PAPER_MODELS, PREFILL_TOKENS
-from tsar.sim.platforms import PLATFORM_NAMES, SHIPPED
+from tsar.sim.platforms import SHIPPED
 from tsar.simulate.counts import prefetch, worker_pool
 
 REPORT_MODELS = (BITNET_2B.name, "llama3-8b", "falcon3-10b")
@@ -222,20 +222,23 @@ def area_plot(rows: list) -> plt.Figure:
 
 
 def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
-            with_area: bool = True, paper_models: bool = False) -> ReportData:
+            with_area: bool = True, paper_models: bool = False, remeasure: bool = False) -> ReportData:
     """Every comparison and estimate of the page; ``paper_models``: also every model of the paper's
-    125M..100B sweep on every shipped platform (its Fig. 8 view; minutes more from an empty cache)."""
+    125M..100B sweep on every shipped platform (its Fig. 8 view; minutes more from an empty cache).
+    The host's measurements are reused from an earlier report on the same machine and code unless
+    ``remeasure`` (:mod:`tsar.estimate.measurements`)."""
     say = progress or (lambda _m: None)
     swept = tuple(m for m in PAPER_MODELS if m not in REPORT_MODELS) if paper_models else ()
-    total = (2 * len(BITNET_2B_LAYERS) * len(PLATFORM_NAMES)
-             + (len(REPORT_MODELS) + len(swept)) * len(SHIPPED) + with_area)
-    step = Steps(total, say)
+    modelled_jobs = (2 * len(BITNET_2B_LAYERS) + len(REPORT_MODELS) + len(swept)) * len(SHIPPED)
+    weights = [1.0] * modelled_jobs + [_host_weight(m, k, n, repeats, remeasure) for n in (1, PREFILL_TOKENS)
+                                       for m, k in BITNET_2B_LAYERS] + [1.0] * with_area
+    step = Steps(len(weights), say, weights=weights)
     inner = detail  # the steps inside each comparison: with -v
 
     def layer(platform: str, m: int, k: int, n: int = 1, **options: int) -> Comparison:
         step(f"{platform}: layer {n} x {m} x {k} "
              f"({'measured natives' if platform == 'host' else 'modelled'})")
-        return compare(n, m, k, platform, progress=inner, **options)
+        return compare(n, m, k, platform, progress=inner, reuse_measurements=not remeasure, **options)
 
     import multiprocessing
 
@@ -282,7 +285,7 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
     platform_layers = {"host": host_layers}
     for name in SHIPPED:
         platform_layers[name] = [results["layer", name, m, k, 1] for m, k in BITNET_2B_LAYERS]
-    platform_gemm = {"host": [layer("host", m, k, PREFILL_TOKENS, repeats=max(3, repeats // 4))
+    platform_gemm = {"host": [layer("host", m, k, PREFILL_TOKENS, repeats=gemm_repeats(repeats))
                               for m, k in BITNET_2B_LAYERS]}
     for name in SHIPPED:
         platform_gemm[name] = [results["layer", name, m, k, PREFILL_TOKENS] for m, k in BITNET_2B_LAYERS]
@@ -296,6 +299,29 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
     paper = PaperModels(tuple(results["model", model, name] for name in SHIPPED for model in PAPER_MODELS
                               if ("model", model, name) in results)) if paper_models else None
     return ReportData(host_layers, platform_layers, models, area_text, area_rows, platform_gemm, paper)
+
+
+def gemm_repeats(repeats: int) -> int:
+    """Timed calls per kernel of a host prefill layer: a quarter of a decode layer's (each call
+    is 128 tokens), at least 3."""
+    return max(3, repeats // 4)
+
+
+MEASURE_WEIGHT = 25.0
+"""Expected seconds of measuring one BitNet-2B GEMV layer on the host (every kernel, alternating
+rounds) in units of one modelled job of the report (a comparison or model estimate from cached
+counts): about 8 s against 0.3 s on a 2-core host; a prefill layer takes its size over 2560 x 2560
+times as long. Only the ratio matters: :class:`tsar.console.Steps` measures the seconds per unit."""
+
+
+def _host_weight(m: int, k: int, n: int, repeats: int, remeasure: bool) -> float:
+    """A host layer's step weight: one unit where its measurements are stored and reused, else
+    :data:`MEASURE_WEIGHT` scaled by its size (prefill)."""
+    from tsar.compare import measurements_stored
+
+    if not remeasure and measurements_stored(n, m, k, repeats=repeats if n == 1 else gemm_repeats(repeats)):
+        return 1.0
+    return MEASURE_WEIGHT * (1.0 if n == 1 else m * k / (BITNET_2B_LAYERS[0][0] * BITNET_2B_LAYERS[0][1]))
 
 
 def _report_natives() -> tuple[str, ...]:
@@ -315,8 +341,9 @@ def _modelled_job(job: tuple, progress: Callable[[str], None]) -> Comparison | M
     return compare(n, m, k, name, progress=progress, threads=1)
 
 
-def provenance(repeats: int) -> dict[str, str]:
-    """Where and how the figures were made: date, version, commit, CPU, caches, repeats, seeds."""
+def provenance(repeats: int, measured_at: Sequence[str] = ()) -> dict[str, str]:
+    """Where and how the figures were made: date, version, commit, CPU, caches, repeats, seeds, and
+    when the host's measurements were taken (``measured_at``: the comparisons' times)."""
     import datetime
     import platform as pyplatform
     import subprocess
@@ -339,7 +366,22 @@ def provenance(repeats: int) -> dict[str, str]:
             "cpu": f"{plat.core.model} ({plat.core.uarch}{' proxy' if plat.core.uarch_proxy else ''}), "
                    f"{plat.core.cores} core(s) visible",
             "caches": caches, "native repeats": f"{repeats} timed calls per kernel (median)",
-            "seeds": "weights and activations from numpy seed 0 (tsar.simulate.counts, tsar.kernels.bench)"}
+            "seeds": "weights and activations from numpy seed 0 (tsar.simulate.counts, tsar.kernels.bench)",
+            **({"host measurements": _measured_at(measured_at)} if measured_at else {})}
+
+
+def _host_times(data: ReportData) -> list[str]:
+    """When each measured host layer (decode and prefill) was measured."""
+    layers = [*data.host_layers, *(data.platform_gemm or {}).get("host", [])]
+    return [c.measured_at for c in layers if c.measured_at]
+
+
+def _measured_at(times: Sequence[str]) -> str:
+    """When the host's layers were measured: now, or reused from an earlier report."""
+    first, last = min(times), max(times)
+    span = first if first == last else f"{first} to {last}"
+    return (f"taken {span}; a report on the same machine and code reuses them "
+            "(tsar report --remeasure measures again)")
 
 
 # --- roofs -------------------------------------------------------------------------------------------
@@ -883,7 +925,7 @@ def render(data: ReportData, bandwidth_gbs: float | None = None, *, repeats: int
                      "(and Parquet) beside the page.</p>")
     parts.append("<h2 id='provenance'>Provenance</h2><table class='text'>")
     parts += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-              for k, v in provenance(repeats).items()]
+              for k, v in provenance(repeats, _host_times(data)).items()]
     parts.append("</table></body></html>")
     return "\n".join(parts)
 

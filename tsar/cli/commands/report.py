@@ -23,6 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "beside it as <name>-<part>.<ext>")
     parser.add_argument("--repeats", type=positive_int, default=20, help="native timing repeats (median)")
     parser.add_argument("--no-area", action="store_true", help="skip RTL synthesis (about 2 min uncached)")
+    parser.add_argument("--remeasure", action="store_true",
+                        help="measure the host's kernels again (default: reuse the measurements of an "
+                             "earlier report on the same machine and code)")
     parser.add_argument("--paper-models", action="store_true",
                         help="also every model of the paper's 125M-100B sweep on every modelled platform, "
                              "end to end (its Fig. 8 view; minutes more from an empty cache)")
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  .. {msg}", file=sys.stderr, flush=True)
 
     data = collect(repeats=args.repeats, progress=progress, with_area=not args.no_area,
-                   paper_models=args.paper_models)
+                   paper_models=args.paper_models, remeasure=args.remeasure)
     path = write(Path(args.output), data, repeats=args.repeats)
     print(f"wrote {path} (raw data beside it: {path.with_suffix('')}-*.csv)")
     return 0
