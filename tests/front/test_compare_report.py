@@ -77,6 +77,7 @@ def test_modelled_times_carry_the_validated_error(tmp_path, monkeypatch) -> None
              "bias": {}}
     (tmp_path / "validation").mkdir()
     (tmp_path / "validation" / "model-error.json").write_text(json.dumps(table))
+    monkeypatch.setattr("tsar.compare.natives_for", lambda isa: ("tl2", "int2"))  # (fewer simulated)
     comp = compare(16, 256, 384, "laptop", tsar_kernels=("tsar-c2s4-op-tokens",))
     assert comp.row("tl2").model_error == 0.5            # GEMM: no tl2/gemm entry, family-wide
     assert comp.row("tsar-c2s4-op-tokens").model_error == 0.0625

@@ -13,7 +13,8 @@ KERNELS = ("tsar-c2s4-op",)
 
 
 def test_a_second_comparison_reuses_the_measurements(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("TSAR_CACHE_DIR", str(tmp_path))  # (the counts are simulated again: small)
+    monkeypatch.setattr(measurements, "directory", lambda: tmp_path)  # (the counts' cache is shared)
+    monkeypatch.setattr("tsar.compare.natives_for", lambda isa: ("tl2", "int2"))  # (fewer simulated)
     first = compare(1, 256, 384, "host", tsar_kernels=KERNELS, repeats=3, reuse_measurements=True)
     assert first.measured and first.measured_at
     calls = []
@@ -33,7 +34,7 @@ def test_a_second_comparison_reuses_the_measurements(tmp_path, monkeypatch) -> N
 
 
 def test_the_key_holds_the_machine_and_the_code(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("TSAR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(measurements, "directory", lambda: tmp_path)
     key = {"N": 1, "M": 256}
     taken = measurements.store(key, {"x": 1})
     assert measurements.stored(key) == ({"x": 1}, taken)
@@ -41,7 +42,7 @@ def test_the_key_holds_the_machine_and_the_code(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(measurements, "source_digest", lambda: "another version of the code")
     assert measurements.stored(key) is None
     monkeypatch.undo()
-    monkeypatch.setenv("TSAR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(measurements, "directory", lambda: tmp_path)
     monkeypatch.setattr(measurements, "machine", lambda: {"cpu": "another CPU"})
     assert measurements.stored(key) is None
 

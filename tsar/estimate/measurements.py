@@ -66,12 +66,17 @@ def machine() -> dict[str, Any]:
     return {"cpu": model, "flags": sorted(cpu_flags()), "cpus": cpus}
 
 
-def _path(key: dict[str, Any]) -> Path:
+def directory() -> Path:
+    """Where the measurements are kept: ``<cache>/measurements``."""
     from tsar.common.toolchain import cache_dir
 
+    return cache_dir("measurements")
+
+
+def _path(key: dict[str, Any]) -> Path:
     full = {"format": FORMAT, "source": source_digest(), "machine": machine(), **key}
     digest = hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:24]
-    return cache_dir("measurements") / f"{digest}.json"
+    return directory() / f"{digest}.json"
 
 
 def stored(key: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
