@@ -68,6 +68,7 @@ def test_verilog_of_the_512_bit_ports(cfg):
     assert all(f"\\slice.{b} " in tsar and b not in base for b in TSAR_BLOCKS)
 
 
+@pytest.mark.slow  # (the first Yosys call compiles its WebAssembly: about 45 s on 2 cores)
 def test_liberty_is_read_by_yosys(tmp_path):
     (tmp_path / "a.lib").write_text(liberty())
     out = subprocess.run([*yosys_command(), "-p", "read_liberty -lib a.lib; ls =*"], cwd=tmp_path,

@@ -50,6 +50,7 @@ def test_decoders_per_slice():
     assert decoders_per_slice(narrow) == 8
 
 
+@pytest.mark.slow  # (the first Yosys call compiles its WebAssembly: about 45 s on 2 cores)
 def test_synthesized_cost():
     split = synthesize_decoder(SPLIT[1])
     assert (split.cells, split.area_um2) == (0, 0.0)  # idxD | idxS << c: wires only

@@ -158,6 +158,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("nm")
                                reason="needs gcc and nm")
 
 
+@pytest.mark.slow  # (34 s; the default tier validates --tiny through tests/cli/test_json.py)
 @pytest.mark.native
 @needs_gcc
 def test_validation_tiny_shape_table():
