@@ -124,7 +124,7 @@ def test_model_estimate_small_model(monkeypatch) -> None:
     tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
     monkeypatch.setattr("tsar.estimate.model.get_model", lambda name: tiny)
     monkeypatch.setattr("tsar.estimate.model.natives_for", lambda isa: ("tl2", "int2", "int2-avxvnni"))
-    est = evaluate("tiny", "mobile", tsar_kernels=("tsar-c2s4-op", "tsar-c4s4-ap-min"))
+    est = evaluate("tiny", "mobile", tsar_kernels=("tsar-c2s4-op", "tsar-c4s4-op"))  # (the report's)
     assert isinstance(est, ModelEstimate) and est.threads == 4  # the paper's mobile thread count
     assert len(est.per_layer) == 5 and est.decode_tsar_tps > 0 and est.decode_tl2_tps > 0
     per_token = sum(e.tsar_prefill_seconds for e in est.per_layer)
