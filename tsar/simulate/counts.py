@@ -622,11 +622,12 @@ def _counts(run: Run, use_cache: bool = True) -> KernelCounts:
     found = _load(cache_path(run))
     if found is not None:
         return found
-    if any(_ANNOUNCED):
-        pending = [r for runs in _ANNOUNCED for r in runs]
-        for runs in _ANNOUNCED:
-            runs.clear()
-        prefetch([run, *pending], progress=next((h for h in reversed(_ANNOUNCED_PROGRESS) if h), None))
+    if any(a.runs for a in _ANNOUNCED):
+        pending = [r for a in _ANNOUNCED for r in a.runs]
+        for a in _ANNOUNCED:
+            a.runs.clear()
+        hook = next((a.progress for a in reversed(_ANNOUNCED) if a.progress), None)  # the innermost
+        prefetch([run, *pending], progress=hook)
     b = _decision(run)
     result = extrapolated(run, b) if b else None
     return _simulated(run) if result is None else _store(run, result)
@@ -639,8 +640,15 @@ def simulated_counts(kernel: str, M: int, K: int, *, tokens: int = 1, use_cache:
 
 
 # --- parallel simulation ---------------------------------------------------------------------------
-_ANNOUNCED: list[list[Run]] = []
-_ANNOUNCED_PROGRESS: list[WorkHook | None] = []
+@dataclass
+class _Announced:
+    """One :func:`announced` block: the runs not simulated yet, and where their progress goes."""
+
+    runs: list[Run]
+    progress: WorkHook | None
+
+
+_ANNOUNCED: list[_Announced] = []
 
 
 @contextmanager
@@ -649,20 +657,18 @@ def announced(requests: Iterable[tuple[str, int, int, int]],
     """Within the block, the first count of :func:`simulated_counts` that is not cached first
     simulates the runs of every announced ``(kernel, M, K, tokens)`` in parallel (:func:`prefetch`,
     reporting to ``progress``). A block that finds every count cached simulates nothing."""
-    _ANNOUNCED.append([Run(*r) for r in requests])
-    _ANNOUNCED_PROGRESS.append(progress)
+    _ANNOUNCED.append(_Announced([Run(*r) for r in requests], progress))
     try:
         yield
     finally:
         _ANNOUNCED.pop()
-        _ANNOUNCED_PROGRESS.pop()
 
 
 def simulate_announced() -> None:
     """Compute the announced counts now (in parallel, as the first missing one would), so that the
     caller's steps after this time only what they do themselves; nothing if every one is cached."""
     state = _state()
-    for run in sorted((r for runs in _ANNOUNCED for r in runs), key=lambda r: not r.tsar):
+    for run in sorted((r for a in _ANNOUNCED for r in a.runs), key=lambda r: not r.tsar):
         if run in state.simulated or run in state.computed:
             continue
         with suppress(ValueError, UserError):  # (a shape a kernel cannot take: reported in context)
