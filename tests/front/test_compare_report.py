@@ -20,7 +20,11 @@ def _module_counts(tmp_path_factory) -> Path:
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path, monkeypatch, _module_counts):
     """A cache of each test's own (no user's validation table or measurements), its simulated
-    counts shared across the module."""
+    counts shared across the module, the simulator library from the usual build cache (content
+    addressed; compiling it takes about 6 s)."""
+    from tsar.common.toolchain import cache_dir
+
+    (tmp_path / "build").symlink_to(cache_dir("build"), target_is_directory=True)
     (tmp_path / "counts").symlink_to(_module_counts, target_is_directory=True)
     monkeypatch.setenv("TSAR_CACHE_DIR", str(tmp_path))
 
@@ -166,8 +170,11 @@ def report(tmp_path_factory, _module_counts):
     from tsar.report import ReportData, write
 
     tiny = ModelConfig("tiny", hidden=256, intermediate=512, layers=2, heads=4)
+    from tsar.common.toolchain import cache_dir
+
     cache = tmp_path_factory.mktemp("report-cache")
     (cache / "counts").symlink_to(_module_counts, target_is_directory=True)
+    (cache / "build").symlink_to(cache_dir("build"), target_is_directory=True)
     from tsar.simulate.native_kernel import natives_for
 
     def fewer(isa):  # the TL2 and int2 builds each platform runs (every native: compare's own tests)
