@@ -718,8 +718,9 @@ def paper_models_plot(paper: PaperModels) -> plt.Figure:
             ax.set_xticks(list(x), [e.model.removeprefix("bitnet-") for e in rows], rotation=60, fontsize=7)
             ax.tick_params(axis="y", labelsize=7)
             reported = paper_speedup(platform, phase)
-            ax.set_title(f"{platform} {phase}: {paper.geomean_speedup(platform, phase, 'tl2'):.1f}x TL2 "
-                         f"(geomean)" + (f"\npaper: {reported}" if reported else ""), fontsize=8)
+            ours = paper.geomean_speedup(platform, phase, "tl2")
+            ax.set_title(f"{platform} {phase}: {ours:.{1 if ours >= 2 else 2}f}x TL2 (geomean)"
+                         + (f"\npaper: {reported}" if reported else ""), fontsize=8)
             ax.set_ylabel(f"seconds for {PREFILL_TOKENS} tokens" if phase == "prefill" else "tokens / s",
                           fontsize=7)
     axes[0, 0].legend(fontsize=7)
