@@ -273,8 +273,8 @@ def compare(N: int, M: int, K: int, platform: str = "host", *, threads: int = 1,
         else:
             step(f"{plat.name}: measuring {N} x {M} x {K}, natives and T-SAR proxies alternating")
             skipped, clocks, clock = _measure(rows, N, M, K, threads, tsar_kernels, repeats, natives)
-            value = _stored_form(rows, skipped, clocks, clock)
-            taken = measurements.store(key, value) if reuse_measurements else measurements.now()
+            taken = (measurements.store(key, _stored_form(rows, skipped, clocks, clock))
+                     if reuse_measurements else measurements.now())
         plat, _ = with_measured(plat, clocks, clock, {}, clock_key=CLOCK)
         for kernel, c in counts.items():
             seconds, bound = modelled(c, plat, N, threads)

@@ -50,20 +50,13 @@ def source_digest() -> str:
 
 
 def machine() -> dict[str, Any]:
-    """What identifies this machine's measurements: CPU model and flags, the CPUs this process may
-    run on."""
-    from tsar.sim.platforms.detect import cpu_flags
+    """What identifies this machine's measurements: the CPU (its CPUID key and model name) and
+    flags, the CPUs this process may run on."""
+    from tsar.sim.platforms.detect import cpu_flags, cpu_identity
 
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    ident = cpu_identity()
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [os.cpu_count()]
-    return {"cpu": model, "flags": sorted(cpu_flags()), "cpus": cpus}
+    return {"cpu": ident.name, "cpuid": ident.key, "flags": sorted(cpu_flags()), "cpus": cpus}
 
 
 def directory() -> Path:
