@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from keystone import KS_ARCH_X86, KS_MODE_64, KS_OPT_SYNTAX_INTEL, Ks, KsError
@@ -33,6 +34,7 @@ _TSAR_FAMILY_RE = re.compile(r"^(tlut|tgemv)\d+x\d+$")
 _INT_LITERAL_RE = re.compile(
     r"(?<![\w.$@?])(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[bB](?P<bin>[01]+)|(?P<hsuf>[0-9][0-9a-fA-F]*)[hH]"
     r"|(?P<dec>[0-9]+))(?![\w.$@?])")
+_COMMENT_OR_QUOTE_RE = re.compile(r"[;#/\"']")
 _QUOTED_RE = re.compile(r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')")
 
 # Words that may appear in an operand without being a label (for "undefined label" messages).
@@ -115,6 +117,8 @@ class _Statement:
 
 def strip_comment(line: str) -> str:
     """Remove a ``;``, ``#`` or ``//`` comment that is not inside a string literal."""
+    if not _COMMENT_OR_QUOTE_RE.search(line):
+        return line
     quote = None
     for pos, ch in enumerate(line):
         if quote:
@@ -140,25 +144,28 @@ def assemble(source: str, *, base: int = 0, filename: str = "<input>") -> Progra
 
     # Pass 1: T-SAR lines as placeholders of their exact length (symbols encode as disp32).
     placeholder = {name: base for name in known}
-    pass1 = _keystone_source(statements, lambda st: codec.encode(st.tsar, base, placeholder))
-    addresses = _addresses(_run_keystone(pass1, base, statements, filename, labels),
-                           len(statements), list(labels))
+    first = {i: _encode(st.tsar, base, placeholder) for i, st in enumerate(statements) if st.tsar is not None}
+    index = {id(st): i for i, st in enumerate(statements)}
+    pass1 = _keystone_source(statements, lambda st: first[index[id(st)]])
+    code = _run_keystone(pass1, base, statements, filename, labels)
+    addresses = _addresses(code, len(statements), list(labels))
     line_addr = addresses[: len(statements) + 1]
     symbols = dict(zip(labels, addresses[len(statements) + 1:], strict=True))
 
-    # Pass 2: the real encodings, now that every address is known.
+    # Pass 2: the real encodings, now that every address is known (the same source, and so the same
+    # code, when no T-SAR statement's encoding changed: one that names no label).
     encodings: dict[int, bytes] = {}
     for i, st in enumerate(statements):
         if st.tsar is not None:
             try:
-                encodings[i] = codec.encode(st.tsar, line_addr[i], symbols)
+                encodings[i] = _encode(st.tsar, line_addr[i], symbols)
             except codec.EncodingError as exc:
                 raise AssemblyError(filename, st.number, st.raw, str(exc)) from None
-    index = {id(st): i for i, st in enumerate(statements)}
-    pass2 = _keystone_source(statements, lambda st: encodings[index[id(st)]])
-    code = _run_keystone(pass2, base, statements, filename, labels)
-    if _addresses(code, len(statements), list(labels)) != addresses:
-        raise RuntimeError("internal: layout changed between assembler passes")
+    if encodings != first:
+        pass2 = _keystone_source(statements, lambda st: encodings[index[id(st)]])
+        code = _run_keystone(pass2, base, statements, filename, labels)
+        if _addresses(code, len(statements), list(labels)) != addresses:
+            raise RuntimeError("internal: layout changed between assembler passes")
     code = code[: line_addr[-1] - base]
     _check_output(statements, line_addr, code, base, filename)
 
@@ -168,6 +175,19 @@ def assemble(source: str, *, base: int = 0, filename: str = "<input>") -> Progra
         for i, st in enumerate(statements)
     ]
     return Program(code, base, symbols, listing, filename)
+
+
+def _encode(inst: codec.TsarInstruction, address: int, symbols: dict[str, int]) -> bytes:
+    """:func:`codec.encode`; an instruction that names no label encodes the same at every address
+    (cached)."""
+    if any(True for _ in _symbols(inst)):
+        return codec.encode(inst, address, symbols)
+    return _encode_anywhere(inst)
+
+
+@lru_cache(maxsize=1 << 12)
+def _encode_anywhere(inst: codec.TsarInstruction) -> bytes:
+    return codec.encode(inst, 0, {})
 
 
 def assemble_file(path: str | Path, *, base: int = 0) -> Program:
@@ -190,39 +210,62 @@ def assemble_file(path: str | Path, *, base: int = 0) -> Program:
 def _parse(source: str, filename: str) -> list[_Statement]:
     statements = []
     seen: dict[str, int] = {}
-    tsar_names = mnemonics()
     source = source.removeprefix("\ufeff")  # a byte-order mark is not text
     for number, raw in enumerate(source.splitlines(), start=1):
-        body = strip_comment(raw).strip()
-        odd = next((ch for ch in body if not ch.isascii()), None)
-        if odd is not None:
-            raise AssemblyError(filename, number, raw.encode("ascii", "replace").decode(),
-                                f"non-ASCII character {odd!r} (U+{ord(odd):04X}); assembly is ASCII "
-                                "(e.g. 'x' or '*' for a product)")
-        labels = []
-        while match := _LABEL_RE.match(body):
-            name = match.group(1)
-            if name.startswith("__tsar_"):
-                raise AssemblyError(filename, number, raw, f"label {name!r} uses a reserved prefix")
-            if name in seen:
-                raise AssemblyError(filename, number, raw,
-                                    f"label {name!r} already defined at line {seen[name]}")
-            seen[name] = number
-            labels.append(name)
-            body = body[match.end():].strip()
-        st = _Statement(number, raw, labels, body)
-        word = body.split(None, 1)[0].lower() if body else ""
-        if word in tsar_names:
-            st.tsar = _parse_tsar(st, word, filename)
-        elif _TSAR_FAMILY_RE.match(word):
-            known = ", ".join(sorted(tsar_names))
-            raise AssemblyError(filename, number, raw,
-                                f"unknown T-SAR mnemonic {word!r} (registered: {known})")
-        elif body and not body.startswith("."):
-            _check_text(st, filename)
-            _check_displacements(st, filename)
-        statements.append(st)
+        labels, body, problem = _split_line(raw)
+        if problem is None:
+            for name in labels:
+                if name in seen:
+                    problem = f"label {name!r} already defined at line {seen[name]}"
+                    break
+                seen[name] = number
+        tsar = None
+        if problem is None:
+            tsar, problem = _body_meaning(body)
+        if problem is not None:
+            shown = raw if body.isascii() else raw.encode("ascii", "replace").decode()
+            raise AssemblyError(filename, number, shown, problem)
+        statements.append(_Statement(number, raw, list(labels), body, tsar))
     return statements
+
+
+@lru_cache(maxsize=1 << 16)
+def _split_line(raw: str) -> tuple[tuple[str, ...], str, str | None]:
+    """A source line's labels, its statement (comment removed) and what is wrong with either (None
+    when nothing is). Cached, as every function of one line alone: generated kernels repeat lines."""
+    body = strip_comment(raw).strip()
+    odd = next((ch for ch in body if not ch.isascii()), None)
+    if odd is not None:
+        return (), body, (f"non-ASCII character {odd!r} (U+{ord(odd):04X}); assembly is ASCII "
+                          "(e.g. 'x' or '*' for a product)")
+    labels = []
+    while match := _LABEL_RE.match(body):
+        name = match.group(1)
+        if name.startswith("__tsar_"):
+            return (), body, f"label {name!r} uses a reserved prefix"
+        labels.append(name)
+        body = body[match.end():].strip()
+    return tuple(labels), body, None
+
+
+@lru_cache(maxsize=1 << 16)
+def _body_meaning(body: str) -> tuple[codec.TsarInstruction | None, str | None]:
+    """A statement's T-SAR instruction (None for any other statement) and what refuses it (None
+    when it is accepted here; keystone judges the rest)."""
+    word = body.split(None, 1)[0].lower() if body else ""
+    st = _Statement(0, body, [], body)
+    try:
+        if word in mnemonics():
+            return _parse_tsar(st, word, ""), None
+        if _TSAR_FAMILY_RE.match(word):
+            known = ", ".join(sorted(mnemonics()))
+            return None, f"unknown T-SAR mnemonic {word!r} (registered: {known})"
+        if body and not body.startswith("."):
+            _check_text(st, "")
+            _check_displacements(st, "")
+    except AssemblyError as exc:
+        return None, exc.message
+    return None, None
 
 
 def _parse_tsar(st: _Statement, mnemonic: str, filename: str) -> codec.TsarInstruction:
@@ -266,8 +309,6 @@ def _check_text(st: _Statement, filename: str) -> None:
 def _check_output(statements: list[_Statement], line_addr: list[int], code: bytes, base: int,
                   filename: str) -> None:
     """Every instruction line must produce bytes that decode back, whole, as valid x86."""
-    from tsar.isa.stream import decode_stream
-
     for i, st in enumerate(statements):
         if st.tsar is not None or not st.body or st.body.startswith("."):
             continue
@@ -275,11 +316,19 @@ def _check_output(statements: list[_Statement], line_addr: list[int], code: byte
         if hi <= lo:
             raise AssemblyError(filename, st.number, st.raw,
                                 "the statement produced no bytes (keystone did not understand it)")
-        for decoded in decode_stream(code[lo:hi], line_addr[i]):
-            if not decoded.valid:
-                raise AssemblyError(filename, st.number, st.raw,
-                                    f"the statement assembled to bytes that do not decode: "
-                                    f"{code[lo:hi].hex(' ')}")
+        if not _decodes_whole(code[lo:hi]):
+            raise AssemblyError(filename, st.number, st.raw,
+                                f"the statement assembled to bytes that do not decode: "
+                                f"{code[lo:hi].hex(' ')}")
+
+
+@lru_cache(maxsize=1 << 16)
+def _decodes_whole(code: bytes) -> bool:
+    """Whether ``code`` decodes, to its end, as valid x86 (at any address: validity does not depend
+    on it)."""
+    from tsar.isa.stream import decode_stream
+
+    return all(decoded.valid for decoded in decode_stream(code, 0))
 
 
 def _check_displacements(st: _Statement, filename: str) -> None:
@@ -302,6 +351,7 @@ def _symbols(inst: codec.TsarInstruction) -> Iterable[str]:
 
 # --- keystone ------------------------------------------------------------------------------------
 
+@lru_cache(maxsize=1 << 16)
 def radix_free(body: str) -> str:
     """``body`` with every integer literal (decimal, ``0x``, ``0b``, ``...h``) written as ``0x`` hex.
 
@@ -328,7 +378,7 @@ def _keystone_source(statements: list[_Statement], tsar_bytes) -> str:
         lines.append(f"{_LINE_MARK.format(i)}:")
         lines += [f"{name}:" for name in st.labels]
         if st.tsar is not None:
-            lines.append(".byte " + ", ".join(f"{b:#04x}" for b in tsar_bytes(st)))
+            lines.append(_byte_directive(tsar_bytes(st)))
         elif st.body:
             lines.append(radix_free(st.body))
     lines.append(f"{_END_MARK}:")
@@ -336,6 +386,11 @@ def _keystone_source(statements: list[_Statement], tsar_bytes) -> str:
     names = marks + [name for st in statements for name in st.labels]
     lines += [f".quad {name}" for name in names]
     return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=1 << 12)
+def _byte_directive(code: bytes) -> str:
+    return ".byte " + ", ".join(f"{b:#04x}" for b in code)
 
 
 def _addresses(table: bytes, n_lines: int, labels: list[str]) -> list[int]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from types import CodeType
 
 import iced_x86 as iced
 
@@ -46,6 +48,8 @@ class Insn:
     branch: Callable[[], int] | None = None
     error: GuestFault | None = None
     tsar: TsarOp | None = None
+    raw: bytes = b""
+    """The instruction's bytes (empty where they did not decode: a fault)."""
 
     @property
     def next(self) -> int:
@@ -66,6 +70,13 @@ def decode_insn(st: CpuState, address: int, trace: bool = False) -> Insn:
     """
     code = st.mem.read(address, MAX_LENGTH) if address + MAX_LENGTH <= st.mem.end else \
         st.mem.read(address, st.mem.end - address)
+    insn = _compiled(st, address, code, trace)
+    if insn.error is None and not insn.mnemonic.startswith("(bad"):
+        insn.raw = code[:insn.length]
+    return insn
+
+
+def _compiled(st: CpuState, address: int, code: bytes, trace: bool) -> Insn:
     d = decode_one(code, 0, address)
     if d.is_tsar:
         inst = d.tsar
@@ -161,10 +172,17 @@ def fuse(runs: list[Callable[[], None]]) -> Callable[[], None]:
     """One Python function calling ``runs`` in order (line ``i + 2`` calls ``runs[i]``), which
     saves the per-instruction loop overhead."""
     names = {f"r{i}": run for i, run in enumerate(runs)}
-    body = "".join(f"    r{i}()\n" for i in range(len(runs))) or "    pass\n"
     namespace: dict = {}
-    exec(compile(f"def block():\n{body}", "<block>", "exec"), dict(names), namespace)
+    exec(_fused_code(len(runs)), names, namespace)
     return namespace["block"]
+
+
+@cache
+def _fused_code(n: int) -> CodeType:
+    """The compiled module defining :func:`fuse`'s function of ``n`` calls (the same for every
+    block of ``n`` steps)."""
+    body = "".join(f"    r{i}()\n" for i in range(n)) or "    pass\n"
+    return compile(f"def block():\n{body}", "<block>", "exec")
 
 
 def make_steps(st: CpuState, insns: list[Insn], batch: bool = True) -> list[Step]:
@@ -193,6 +211,7 @@ class BlockCache:
         self.st, self.trace, self.python_scalar = st, trace, python_scalar
         self.batch_tsar = batch_tsar
         self.insns: dict[int, Insn] = {}
+        self.shelf: dict[int, dict[bytes, Insn]] = {}  # compiled for code replaced since, by bytes
         self.blocks: dict[int, Block | None] = {}
         self.generation = st.generation
         self.retired: list[Block] = []  # dropped blocks that ran in this call: their counts stay
@@ -204,14 +223,42 @@ class BlockCache:
             self.generation = self.st.generation
             self.retired += [b for b in self.blocks.values() if b is not None and b.hits]
             self.insns.clear()
+            self.shelf.clear()
             self.blocks.clear()
 
     def insn(self, address: int) -> Insn:
         self._check_generation()
         insn = self.insns.get(address)
         if insn is None:
-            insn = self.insns[address] = decode_insn(self.st, address, self.trace)
+            insn = self._shelved(address) or decode_insn(self.st, address, self.trace)
+            self.insns[address] = insn
         return insn
+
+    def replace_code(self, start: int, old: bytes, new: bytes) -> None:
+        """The code at ``start`` changes from ``old`` to ``new`` (bytes of equal length): every block
+        is dropped, and every instruction overlapping the range whose bytes change is shelved (an
+        instruction that did not decode is dropped: its decode may have looked further). When
+        bytes at that address are the instruction's again, :meth:`insn` takes it off the shelf
+        instead of compiling it again."""
+        end = start + len(new)
+        self.blocks.clear()
+        self.retired.clear()
+        for address, insn in list(self.insns.items()):
+            if address + insn.length <= start or address >= end:
+                continue
+            lo, hi = address - start, address - start + insn.length
+            if insn.raw and lo >= 0 and hi <= len(new) and old[lo:hi] == new[lo:hi]:
+                continue
+            del self.insns[address]
+            if insn.raw:
+                self.shelf.setdefault(address, {})[insn.raw] = insn
+
+    def _shelved(self, address: int) -> Insn | None:
+        """The shelved instruction whose bytes are at ``address`` now, if any."""
+        for raw, insn in self.shelf.get(address, {}).items():
+            if self.st.mem.read(address, len(raw)) == raw:
+                return insn
+        return None
 
     def python_executable(self, insn: Insn) -> bool:
         if insn.cls != SCALAR:

@@ -127,7 +127,7 @@ class PythonMachine:
         self._gregs = RegBatch(self.uc, (*GPR_IDS, X.UC_X86_REG_EFLAGS))
         row = self.st.zmm.ctypes.data
         self._xregs = RegBatch(self.uc, XMM_IDS, [row + REGISTER_BYTES * i for i in range(VECTOR_REGISTERS)])
-        self._hooked: set[int] = set()
+        self._hooked: dict[int, object] = {}  # address -> its vector hook
         self._ublocks: dict[tuple[int, int], _UBlock] = {}
         self._error: BaseException | None = None
         self._counted = 0
@@ -142,10 +142,11 @@ class PythonMachine:
         self._bad_access: tuple[int, int, int] | None = None  # (access, address, size)
         self.ret_addr = self.mem.alloc_code(16)
         self.mem.write(self.ret_addr, b"\xcc" * 16, code=True)
+        self._code_start = self.mem.code_top  # where a fresh machine loads its first code
         self._hooks.code(self._on_block, self.mem.code_start, self.mem.code_end - 1, block=True)
         self._hooks.invalid(self._on_invalid)
         self._hooks.invalid_memory(self._on_bad_access)
-        self._refused: set[int] = set()  # system-call sites hooked by the sweep
+        self._refused: dict[int, object] = {}  # system-call sites hooked by the sweep -> hook
         for insn_id in (X.UC_X86_INS_SYSCALL, X.UC_X86_INS_SYSENTER):
             self.uc.hook_add(unicorn.UC_HOOK_INSN, self._on_system_instruction, None, 1, 0, insn_id)
         self.uc.hook_add(unicorn.UC_HOOK_INTR, self._on_interrupt)
@@ -181,6 +182,32 @@ class PythonMachine:
         self.load_code(program.code, offsets, base=addr)
         return {k: addr + v for k, v in offsets.items()}
 
+    def replace_program(self, program: Program) -> dict[str, int]:
+        """Load ``program`` as the machine's only code, where a fresh machine loads its first code;
+        returns its labels. Everything loaded before is unloaded: its symbols, hooks, Unicorn's
+        translations, the blocks and their counts; its bytes past the new code's end are zeroed.
+        Instructions compiled before at an address whose bytes are the same are kept
+        (:meth:`BlockCache.replace_code`), so running variants of one kernel in turn (another
+        shape changes a few immediates) decodes and compiles only what changed."""
+        self._ublocks.clear()
+        self.symbols.clear()
+        self.legacy_sse = False
+        old_top, self.mem.code_top = self.mem.code_top, self._code_start
+        addr = self.mem.alloc_code(len(program.code))
+        image = program.code + bytes(max(old_top - self.mem.code_top, 0))
+        self.cache.replace_code(addr, self.mem.read(addr, len(image)), image)
+        self.mem.write(addr, image, code=True)
+        self.uc.ctl_flush_tb()
+        offsets = {k: v - program.base for k, v in program.symbols.items()}
+        for name, offset in offsets.items():
+            self.symbols[name] = addr + offset
+        hooked, refused = self._hooked, self._refused  # the hooks the new code needs again are kept
+        self._hooked, self._refused = {}, {}
+        self._scan(addr, addr + len(program.code), hooked, refused)
+        for handle in [*hooked.values(), *refused.values()]:
+            self._hooks.remove(handle)
+        return {k: addr + v for k, v in offsets.items()}
+
     def load_elf(self, path: str | Path) -> dict[str, int]:
         """Load a shared object (no libc: undefined symbols are an error); returns its symbols."""
         image = load_elf_image(Path(path).read_bytes(), Path(path).name)
@@ -192,18 +219,23 @@ class PythonMachine:
             self._scan(addr + start, addr + end)
         return {k: addr + v for k, v in image.symbols.items()}
 
-    def _scan(self, start: int, end: int) -> None:
-        """Linear sweep: hook every VEX / T-SAR instruction and every system call; note legacy
-        SSE use."""
+    def _scan(self, start: int, end: int, hooked: dict[int, object] | None = None,
+              refused: dict[int, object] | None = None) -> None:
+        """Linear sweep: hook every VEX / T-SAR instruction and every system call (taking the hook
+        of an address from ``hooked`` / ``refused`` where it has one already); note legacy SSE use."""
+        hooked, refused = hooked or {}, refused or {}
         addr = start
         while addr < end:
             insn = self.cache.insn(addr)
             if insn.cls != SCALAR:
+                if addr in hooked:
+                    self._hooked[addr] = hooked.pop(addr)
                 self._hook_vector(addr)
             elif insn.mnemonic in SYSTEM_CALL_MNEMONICS:
+                if addr in refused:
+                    self._refused[addr] = refused.pop(addr)
                 if addr not in self._refused:
-                    self._hooks.code(self._on_refused, addr, addr)
-                    self._refused.add(addr)
+                    self._refused[addr] = self._hooks.code(self._on_refused, addr, addr)
             elif not self.legacy_sse and _legacy_sse(insn):
                 self.legacy_sse = True
             addr += insn.length
@@ -211,8 +243,7 @@ class PythonMachine:
     def _hook_vector(self, addr: int) -> None:
         """Let the Python layer execute the instruction at ``addr`` whenever Unicorn reaches it."""
         if addr not in self._hooked:
-            self._hooks.code(self._on_vector, addr, addr)
-            self._hooked.add(addr)
+            self._hooked[addr] = self._hooks.code(self._on_vector, addr, addr)
 
     def close(self) -> None:
         """Nothing to release: guest memory and Unicorn go with the object."""
@@ -344,7 +375,7 @@ class PythonMachine:
         try:
             try:
                 with self.st.fp.session():
-                    self.uc.emu_start(entry, self.ret_addr, timeout=int(timeout * 1e6))
+                    self.uc.emu_start(entry, self.ret_addr)
             except unicorn.UcError as exc:
                 if self._error is None:
                     self._error = self._unicorn_error(exc)
@@ -397,9 +428,7 @@ class PythonMachine:
             insn = self.cache.insn(rip)
             if insn.cls == SCALAR:
                 return False
-            if rip not in self._hooked:
-                self._hooks.code(self._on_vector, rip, rip)
-                self._hooked.add(rip)
+            self._hook_vector(rip)
             self._python(rip, handle)
             return True
         except BaseException as exc:

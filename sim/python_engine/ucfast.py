@@ -53,7 +53,7 @@ class Hooks:
 
     def __init__(self, uc: unicorn.Uc) -> None:
         self._uch = uc._uch
-        self._keep: list[tuple[uc_hook_h, object]] = []
+        self._keep: dict[int, object] = {}  # handle value -> its callback
 
     def _add(self, kind: int, cfunc: object, begin: int, end: int) -> uc_hook_h:
         handle = uc_hook_h()
@@ -62,7 +62,7 @@ class Hooks:
                                    ctypes.c_uint64(begin), ctypes.c_uint64(end))
         if status != unicorn.UC_ERR_OK:
             raise unicorn.UcError(status)
-        self._keep.append((handle, cfunc))
+        self._keep[handle.value] = cfunc
         return handle
 
     def code(self, callback: Callable[[int, int, int], None], begin: int, end: int,
@@ -91,7 +91,7 @@ class Hooks:
 
     def remove(self, handle: uc_hook_h) -> None:
         uclib.uc_hook_del(self._uch, handle)
-        self._keep = [(h, f) for h, f in self._keep if h is not handle]
+        self._keep.pop(handle.value, None)
 
 
 _RIP = ctypes.c_uint64(0)

@@ -25,6 +25,7 @@ from tsar.simulate.counts import (
     prefetch,
     simulate_whole,
     simulated_counts,
+    worker_pool,
 )
 from tsar.simulate.native_kernel import (
     GEMM_MIN_TOKENS,
@@ -232,6 +233,20 @@ def test_prefetch_simulates_the_planned_runs_in_parallel(tmp_path) -> None:
     forget()
     for r in requests:  # from the cache
         assert_same_counts(simulated_counts(r[0], r[1], r[2]), simulate_whole(Run(*r)))
+
+
+def test_kernels_planned_in_workers_as_together() -> None:
+    """Each kernel's requests planned in a worker of their own give the plan of planning all of them
+    together in one process (runs of different kernels never share anything)."""
+    requests = [Run("tsar-c2s4-op", 8 * 192 + 16, 2056), Run("tsar-c2s4-op", 8 * 192 + 16, 1032),
+                Run("tsar-c4s4-ap-tokens", 512, 2056, 24), Run("tsar-c2s4-512-ap-max", 1024, 1032)]
+    together = plan_runs(requests)
+    decisions = dict(counts_mod._state().planned)
+    forget()
+    groups = [[r for r in requests if r.kernel == k] for k in dict.fromkeys(r.kernel for r in requests)]
+    with worker_pool(2) as pool:
+        assert counts_mod._plan_in(pool, groups) == together
+    assert counts_mod._state().planned == decisions and len(together) > len(requests)
 
 
 def test_announced_counts_are_prefetched_once(monkeypatch) -> None:

@@ -66,7 +66,7 @@ from tsar.console import WorkHook
 from tsar.errors import UserError
 from tsar.kernels.simbuild import build_sim_library
 from tsar.kernels.tsar_plan import KERNEL_PREFIX, QUANT_LANES, TOKEN_BLOCK
-from tsar.sim import Stats
+from tsar.sim import Machine, Stats
 
 ROW_UNIT = 256
 """The TL native cores' row block at the shapes compared (``bm`` of ``formats.tl2.default_bm``):
@@ -181,6 +181,8 @@ def _normal(run: Run) -> Run:
 
 
 _NUMBER = re.compile(r"(?<![\w.])-?(?:0x[0-9a-fA-F]+|\d+)\b")
+_BYTE_INSTRUCTION = re.compile(r"^[ \t]*\.byte[^;\n]*;([^\n]*\S[^\n]*)$", re.MULTILINE)
+"""A ``.byte`` line that is an instruction (:func:`_instruction`): its comment (group 1) is its text."""
 
 
 def _instruction(source: str) -> str | None:
@@ -221,9 +223,7 @@ def _signature(run: Run) -> str | None:
     source = _source(run)
     if source is None:
         return None
-    lines = (line if _instruction(line) is None or not line.lstrip().startswith(".byte")
-             else line.partition(";")[2] for line in source.splitlines())
-    return _NUMBER.sub("#", "\n".join(lines))
+    return _NUMBER.sub("#", _BYTE_INSTRUCTION.sub(r"\1", source))
 
 
 @cache
@@ -505,19 +505,18 @@ def simulate_whole(run: Run) -> KernelCounts:
     """Simulate ``run`` (bit-exact against the reference, or RuntimeError)."""
     kernel, M, K, tokens = run.kernel, run.M, run.K, run.tokens
     if run.tsar:
-        from tsar.simulate.tsar_kernel import simulate
+        from tsar.simulate.tsar_kernel import load_alone, program_for, simulate
 
         plan = _plan(run)
         rng = np.random.default_rng(0)
         w_t = rng.integers(-1, 2, (M, K)).astype(np.int8)
-        held = _machine(program(run))
+        machine = _machine(kernel)
+        load_alone(machine, program_for(plan, run.loops))
         out = simulate(plan, rng.standard_normal((tokens, K)).astype(np.float32), w_t, 1.0, loops=run.loops,
-                       machine=held[0])
-        base = held[1] = held[1] or out.code_address
+                       machine=machine)
         if not out.exact:
             raise RuntimeError(f"{kernel} disagrees with the reference on {tokens} x {M} x {K}")
-        stats = replace(out.stats, per_address=Counter(  # where a fresh machine loads the code
-            {base + a - out.code_address: n for a, n in out.stats.per_address.items()}))
+        stats, base = out.stats, out.code_address
         return KernelCounts(kernel, M, K, stats, _program(run).code, base, plan.weight_bytes, tokens,
                             code_layout(run))
     from tsar.simulate.native_kernel import simulate_native
@@ -529,21 +528,22 @@ def simulate_whole(run: Run) -> KernelCounts:
                         tokens)
 
 
-_MACHINES: dict[int, list] = {}
+_MACHINES: dict[int, tuple[str, Machine]] = {}
 
 
-def _machine(code: Run) -> list:
-    """This process's machine for T-SAR runs of the program ``code`` (:func:`program`: its runs with
-    other numbers of tokens reuse its decoded code; another program gets a fresh machine, since every
-    program loaded slows the next runs of a machine) and the address a fresh machine loads code at
-    (None before the first)."""
+def _machine(kernel: str) -> Machine:
+    """This process's machine for T-SAR runs of ``kernel``: each run loads its program alone
+    (:func:`~tsar.simulate.tsar_kernel.load_alone`: the code a fresh machine would run, at the
+    address it would load it, compiled only where it differs from the last run's); another kernel
+    gets a fresh machine (its state is then what a fresh machine's is, e.g. not widened by an
+    earlier 512-bit kernel)."""
     pid = os.getpid()  # a forked worker creates its own
     held = _MACHINES.get(pid)
-    if held is None or held[2] != code:
-        from tsar.sim import create_machine
+    if held is None or held[0] != kernel:
+        from tsar.sim.python_engine.machine import PythonMachine
 
-        held = _MACHINES[pid] = [create_machine(), held[1] if held else None, code]
-    return held
+        held = _MACHINES[pid] = (kernel, PythonMachine())
+    return held[1]
 
 
 def _simulated(run: Run) -> KernelCounts:
@@ -703,6 +703,26 @@ def _plan_quietly(requests: Iterable[Run]) -> list[Run]:
     return sorted(dict.fromkeys(out), key=_work, reverse=True)
 
 
+def _plan_in_worker(requests: list[Run]) -> tuple[list[Run], dict[Run, Basis | None]]:
+    """:func:`_plan_quietly` in a worker: the runs to simulate and the decisions made."""
+    runs = _plan_quietly(requests)
+    decisions: dict[Run, Basis | None] = {}
+    for request in requests:
+        decisions.update(_decisions(request))
+    return runs, decisions
+
+
+def _plan_in(pool: ProcessPoolExecutor, groups: list[list[Run]]) -> list[Run]:
+    """:func:`_plan_quietly` of every group of requests, the groups planned in parallel in ``pool``'s
+    workers: the same plan as planning them together where no two groups share a run (those of
+    different kernels never do). The decisions are kept here."""
+    runs: list[Run] = []
+    for found, decisions in pool.map(_plan_in_worker, groups):
+        _state().planned.update(decisions)
+        runs += found
+    return sorted(dict.fromkeys(runs), key=_work, reverse=True)
+
+
 def _decisions(run: Run) -> dict[Run, Basis | None]:
     """The planned decisions ``run``'s counts are computed by."""
     planned, out = _state().planned, {}
@@ -713,6 +733,27 @@ def _decisions(run: Run) -> dict[Run, Basis | None]:
             out[r] = planned[r]
             todo += list(planned[r].runs) if planned[r] else []
     return out
+
+
+JOB_SHARE = 4
+"""A job of :func:`prefetch` runs one kernel's runs up to ``1 / JOB_SHARE`` of a worker's share of
+the T-SAR work planned at its start (one run at least, with the other runs of its program)."""
+
+
+def _next_job(pending: list[Run], work: float) -> list[Run]:
+    """The runs one worker simulates next: the first pending run (the largest), the other runs of its
+    program, then those of other programs of its kernel in order while the job's :func:`_work` stays
+    within ``work``. A worker runs them on one machine, which compiles only what differs between
+    programs (:func:`_machine`)."""
+    kernel, first = pending[0].kernel, program(pending[0])
+    job = [r for r in pending if program(r) == first]
+    total = sum(_work(r) for r in job)
+    for r in pending:
+        if r.kernel == kernel and r not in job and total + _work(r) <= work:
+            siblings = [s for s in pending if program(s) == program(r)]
+            job += siblings
+            total += sum(_work(s) for s in siblings)
+    return job
 
 
 def _simulate_in_worker(runs: list[Run]) -> list[KernelCounts]:
@@ -751,9 +792,23 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
     natives = [r for r in runs if not r.tsar]
     tsar_runs = [r for r in runs if r.tsar]
     state = _state()
-    pending = _plan_quietly(tsar_runs)
+    by_kernel: dict[str, list[Run]] = {}
+    for r in tsar_runs:
+        by_kernel.setdefault(r.kernel, []).append(r)
+    pool = worker_pool(jobs) if len(by_kernel) > 1 else None
+    try:
+        pending = _plan_in(pool, list(by_kernel.values())) if pool else _plan_quietly(tsar_runs)
+    except BrokenProcessPool:  # a worker died: plan here
+        pool = None
+        pending = _plan_quietly(tsar_runs)
+    except BaseException:
+        if pool:
+            pool.shutdown(wait=True, cancel_futures=True)
+        raise
     finish = [r for r in tsar_runs if state.planned.get(r)]
     if not natives and len(pending) + len(finish) < 2:
+        if pool:
+            pool.shutdown()
         return 0
     memo: dict[Run, tuple[float, Basis | None]] = {}
     left: Counter[str] = Counter()  # work not done yet, per kernel (the natives' estimated until planned)
@@ -798,7 +853,8 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
     if pending:  # (with only natives, nothing is known to be missing before their library is built)
         report()
     submitted: dict[Future, float] = {}
-    pool = worker_pool(jobs)
+    job_work = sum(_work(r) for r in pending) / (JOB_SHARE * jobs)
+    pool = pool or worker_pool(jobs)
     with pool:
         try:
             build = pool.submit(build_sim_library) if natives else None
@@ -809,9 +865,8 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                         run = finish.pop()
                         running[pool.submit(_finish_in_worker, run, _decisions(run))] = run, False
                 while pending and len(running) + (build is not None) < jobs:
-                    key = program(pending[0])  # with the other runs of its code
-                    group = [r for r in pending if program(r) == key]
-                    pending = [r for r in pending if program(r) != key]
+                    group = _next_job(pending, job_work)
+                    pending = [r for r in pending if r not in group]
                     future = pool.submit(_simulate_in_worker, group)
                     running[future], submitted[future] = (group, True), time.monotonic()
                 if not running and not build:
