@@ -375,6 +375,8 @@ class PythonMachine:
         try:
             try:
                 with self.st.fp.session():
+                    # no Unicorn timeout: its timer thread wakes every few microseconds and takes
+                    # a core from parallel simulations; _on_block enforces the wall-time limit
                     self.uc.emu_start(entry, self.ret_addr)
             except unicorn.UcError as exc:
                 if self._error is None:
