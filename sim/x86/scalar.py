@@ -3,7 +3,8 @@ integer instructions run without returning to Unicorn.
 
 Covered (32- and 64-bit register destinations; 32-bit writes zero-extend): mov, movzx, movsx,
 movsxd, lea, add, sub, and, or, xor, cmp, test, inc, dec, shl/shr/sar (imm or cl), imul
-(2 and 3 operands), cmovcc, nop/endbr64, plus stores of 8..64-bit registers or immediates.
+(2 and 3 operands), cmovcc, nop/endbr64 and the prefetch hints (no architectural effect: no access,
+no fault), plus stores of 8..64-bit registers or immediates.
 Flags are recorded lazily (:mod:`tsar.sim.x86.flags`). Anything else returns None and is left to
 Unicorn; branches are compiled by :func:`branch_target_fn`.
 """
@@ -22,7 +23,8 @@ from tsar.sim.x86.vecexec import Compiled
 
 _ARITH = {"add": fl.ADD, "sub": fl.SUB, "cmp": fl.SUB, "and": fl.LOGIC, "or": fl.LOGIC,
           "xor": fl.LOGIC, "test": fl.LOGIC}
-_NOPS = frozenset({"nop", "endbr64", "endbr32"})
+_NOPS = frozenset({"nop", "endbr64", "endbr32", "prefetcht0", "prefetcht1", "prefetcht2", "prefetchnta",
+                   "prefetchw", "prefetchwt1"})
 
 
 def _getter(op: Operand, st: CpuState, trace: bool) -> Callable[[], int] | None:

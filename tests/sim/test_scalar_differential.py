@@ -41,7 +41,10 @@ FORMS += [("mov rax, rcx", 0), ("mov eax, ecx", 0), ("mov rsi, 0x123456789abc", 
           ("movsx rax, byte ptr [rdx + 5]", 0), ("movsx ecx, word ptr [rdx]", 0),
           ("movsxd rsi, dword ptr [rdx + 12]", 0), ("movsxd rdi, eax", 0),
           ("lea rax, [rcx + rsi*4 + 0x10]", 0), ("lea ecx, [rax + rbx - 3]", 0),
-          ("lea r8, [rsi + rdi*8 + 8]", 0)]
+          ("lea r8, [rsi + rdi*8 + 8]", 0),
+          ("prefetcht0 byte ptr [rdx + 64]", 0), ("prefetcht1 byte ptr [rdx]", 0),
+          ("prefetcht2 byte ptr [rdx + 8]", 0), ("prefetchnta byte ptr [rdx + rax*8]", 0),
+          ("prefetchw byte ptr [rdx + 4]", 0)]
 # Every 8/16/32/64-bit name of the registers the host harness loads (tsar.sim.host_oracle.GPRS), as a
 # source; the names of the others (rbp, r12-r15, rdx) are checked against Unicorn below.
 _HARNESS = ("rax", "rcx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11")
