@@ -1,10 +1,11 @@
 """The scalar subset the Python layer executes itself, so that loops mixing vector and simple
 integer instructions run without returning to Unicorn.
 
-Covered (32- and 64-bit register destinations; 32-bit writes zero-extend): mov, movzx, movsx,
-movsxd, lea, add, sub, and, or, xor, cmp, test, inc, dec, shl/shr/sar (imm or cl), imul
-(2 and 3 operands), cmovcc, nop/endbr64 and the prefetch hints (no architectural effect: no access,
-no fault), plus stores of 8..64-bit registers or immediates.
+Covered (32- and 64-bit register destinations; 32-bit writes zero-extend): mov, movzx, movsx
+(these three also to 16-bit registers, bits 63:16 kept), cwde, cdqe, movsxd, lea, add, sub, and,
+or, xor, cmp, test, inc, dec, shl/shr/sar (imm or cl), imul (2 and 3 operands), cmovcc,
+nop/endbr64 and the prefetch hints (no architectural effect: no access, no fault), plus stores of
+8..64-bit registers or immediates.
 Flags are recorded lazily (:mod:`tsar.sim.x86.flags`). Anything else returns None and is left to
 Unicorn; branches are compiled by :func:`branch_target_fn`.
 """
@@ -63,6 +64,37 @@ def _signed(v: int, bits: int) -> int:
     return v - (1 << bits) if v >> (bits - 1) else v
 
 
+def _move16(name: str, ops: list[Operand], st: CpuState, trace: bool, mem_r: int) -> Compiled | None:
+    """``mov`` / ``movzx`` / ``movsx`` to a 16-bit register: bits 63:16 are kept."""
+    g, n, src = st.gpr, ops[0].reg, ops[1]
+    get = _source(src, 16, st, trace)
+    if get is None:
+        return None
+    if name == "movsx" and src.size == 1:
+        def movsx16() -> None:
+            v = get()
+            g[n] = (g[n] & ~0xFFFF) | ((v | 0xFF00) if v & 0x80 else v)
+        return Compiled(movsx16, mem_r, 0)
+
+    def move16() -> None:
+        g[n] = (g[n] & ~0xFFFF) | get()
+    return Compiled(move16, mem_r, 0)
+
+
+_WIDEN = {"cwde": (16, 32), "cdqe": (32, 64)}
+"""Sign extensions within rax: ``cwde`` (ax to eax, bits 63:32 cleared), ``cdqe`` (eax to rax)."""
+
+
+def _widen(name: str, st: CpuState) -> Compiled:
+    g = st.gpr
+    src, dst = _WIDEN[name]
+    mask = (1 << dst) - 1
+
+    def widen() -> None:
+        g[0] = _signed(g[0] & ((1 << src) - 1), src) & mask
+    return Compiled(widen, 0, 0)
+
+
 def compile_scalar(ins: iced.Instruction, st: CpuState, trace: bool = False) -> Compiled | None:
     """Closure for a supported scalar instruction, or None (Unicorn executes it)."""
     name = mnemonic(ins)
@@ -79,6 +111,10 @@ def compile_scalar(ins: iced.Instruction, st: CpuState, trace: bool = False) -> 
         return _arith(name, ops, ops[0].size * 8, st, trace, mem_r + ops[0].size)
     if name == "mov" and ops[0].kind == "mem":
         return _store(ops, st, trace)
+    if name in _WIDEN:
+        return _widen(name, st)
+    if name in ("mov", "movzx", "movsx") and ops and ops[0].kind == "gpr" and ops[0].size == 2:
+        return _move16(name, ops, st, trace, mem_r)
     if not ops or ops[0].kind != "gpr" or ops[0].size not in (4, 8):
         return None
     dst = ops[0]

@@ -44,7 +44,10 @@ FORMS += [("mov rax, rcx", 0), ("mov eax, ecx", 0), ("mov rsi, 0x123456789abc", 
           ("lea r8, [rsi + rdi*8 + 8]", 0),
           ("prefetcht0 byte ptr [rdx + 64]", 0), ("prefetcht1 byte ptr [rdx]", 0),
           ("prefetcht2 byte ptr [rdx + 8]", 0), ("prefetchnta byte ptr [rdx + rax*8]", 0),
-          ("prefetchw byte ptr [rdx + 4]", 0)]
+          ("prefetchw byte ptr [rdx + 4]", 0),
+          ("movsx cx, byte ptr [rdx + 5]", 0), ("movsx r9w, byte ptr [rdx - 2]", 0), ("movsx ax, cl", 0),
+          ("movzx cx, byte ptr [rdx + 7]", 0), ("movzx si, al", 0), ("mov cx, word ptr [rdx + 2]", 0),
+          ("mov r10w, ax", 0), ("mov di, 0x8123", 0), ("cwde", 0), ("cdqe", 0)]
 # Every 8/16/32/64-bit name of the registers the host harness loads (tsar.sim.host_oracle.GPRS), as a
 # source; the names of the others (rbp, r12-r15, rdx) are checked against Unicorn below.
 _HARNESS = ("rax", "rcx", "rbx", "rsi", "rdi", "r8", "r9", "r10", "r11")
