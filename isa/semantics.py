@@ -208,14 +208,14 @@ def _check_ternary(w: np.ndarray) -> None:
 
 
 @cache
-def _code_of_indices(cfg: TsarConfig) -> np.ndarray:
-    """``(2^c, 2^c)`` uint8: :meth:`TsarConfig.make_code` of every ternary ``(idxD, idxS)`` pair
-    (``idxS`` a subset of ``idxD``; the other entries are never looked up)."""
-    table = np.zeros((cfg.patterns, cfg.patterns), np.uint8)
-    for idx_d in range(cfg.patterns):
-        for idx_s in range(cfg.patterns):
-            if not idx_s & ~idx_d:
-                table[idx_d, idx_s] = cfg.make_code(idx_d, idx_s)
+def _code_of_pattern(cfg: TsarConfig) -> np.ndarray:
+    """``(3^c,)`` uint8: the code of every ternary block, indexed by ``sum_i (w_i + 1) * 3^i``."""
+    table = np.zeros(3 ** cfg.c, np.uint8)
+    for key in range(3 ** cfg.c):
+        digits = [key // 3 ** i % 3 for i in range(cfg.c)]  # w_i + 1
+        idx_d = sum(1 << i for i, d in enumerate(digits) if d != 0)
+        idx_s = sum(1 << i for i, d in enumerate(digits) if d == 1)
+        table[key] = cfg.make_code(idx_d, idx_s)
     return table
 
 
@@ -224,16 +224,14 @@ def encode_codes(cfg: TsarConfig, weights: np.ndarray) -> np.ndarray:
 
     Each block's ``(idxD, idxS)`` (dense bit set where ``w != -1``, sparse bit set where ``w == 0``)
     encoded by :meth:`TsarConfig.make_code` (split: ``idxD | idxS << c``; trits:
-    ``sum_i (w_i + 1) * 3^i``)."""
+    ``sum_i (w_i + 1) * 3^i``), looked up by the block's base-3 pattern."""
     w = np.asarray(weights)
     _check_ternary(w)
-    idx_d = np.zeros(w.shape[:-1], np.uint8)
-    idx_s = np.zeros(w.shape[:-1], np.uint8)
-    for i in range(cfg.c):
-        wi = w[..., i]
-        idx_d |= (wi != -1).view(np.uint8) << i
-        idx_s |= (wi == 0).view(np.uint8) << i
-    return _code_of_indices(cfg)[idx_d, idx_s]
+    key = np.zeros(w.shape[:-1], np.uint8 if 3 ** cfg.c <= 256 else np.uint16)
+    for i in reversed(range(cfg.c)):
+        key *= 3
+        key += (w[..., i] + 1).astype(key.dtype)
+    return _code_of_pattern(cfg)[key]
 
 
 def pack_tile(cfg: TsarConfig, tile: np.ndarray) -> np.ndarray:

@@ -228,6 +228,15 @@ def with_measured(platform: Platform, measured: Mapping[str, Measured],
     return platform, notes
 
 
+@lru_cache(maxsize=2)
+def ternary_weights(M: int, K: int, seed: int = 0) -> np.ndarray:
+    """The ``M x K`` ternary int8 weights every kernel of a layer is timed on (read-only; kept for
+    the next kernel: drawing them takes about as long as packing them)."""
+    w = np.random.default_rng(seed).integers(-1, 2, (M, K), dtype=np.int8)
+    w.flags.writeable = False
+    return w
+
+
 class ProxyKernel:
     """A T-SAR kernel loaded in a proxy machine with its data, ready to time (see module doc).
 
@@ -243,8 +252,8 @@ class ProxyKernel:
 
         self.kernel, self.N, self.M, self.K = kernel, N, M, K
         plan = plan_for(kernel, M, K)
-        rng = np.random.default_rng(seed)
-        stream = pack_weights(plan, rng.integers(-1, 2, (M, K), dtype=np.int8))
+        rng = np.random.default_rng([seed, 1])
+        stream = pack_weights(plan, ternary_weights(M, K, seed))
         self.weight_bytes = int(stream.nbytes)
         copies = weight_copies(stream.nbytes, dram_bytes)
         need = N * (K + M) * 4 + plan.workspace_bytes + copies * stream.nbytes + (1 << 20)
@@ -285,8 +294,8 @@ def native_timer(kernel: str, N: int, M: int, K: int, threads: int = 1,
     Raises ``ValueError`` when the format's block sizes do not divide the shape."""
     from tsar.kernels.baselines import prepare, time_matmul
 
-    rng = np.random.default_rng(seed)
-    base = prepare(kernel, rng.integers(-1, 2, (M, K), dtype=np.int8), 0.5)
+    rng = np.random.default_rng([seed, 1])
+    base = prepare(kernel, ternary_weights(M, K, seed), 0.5)
     copies = [base] + [base.copy() for _ in range(weight_copies(base.nbytes, dram_bytes) - 1)]
     x = rng.standard_normal((N, K), dtype=np.float32)
     state = {"i": 0}
@@ -312,6 +321,7 @@ __all__ = [
     "interleaved",
     "native_timer",
     "proxy_timer",
+    "ternary_weights",
     "weight_copies",
     "with_clock",
 ]
