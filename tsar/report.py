@@ -250,11 +250,17 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
 
         variants = [(256, ()), (256, (C2S4,))]
 
+        received, send = fork.Pipe(duplex=False)
+
         def synthesize_beside() -> None:
             with suppress(KeyboardInterrupt):  # Ctrl-C: the report says it was interrupted
-                synthesize(variants)
+                try:
+                    send.send(synthesize(variants))
+                except Exception:  # synthesized again below, where the error is reported
+                    send.send(None)
         synthesis = fork.Process(target=synthesize_beside, daemon=True)
         synthesis.start()
+        send.close()  # the child's end: a child that dies without sending is an EOF here
     # every simulated count of the report, simulated in parallel (each cached as it completes)
     natives = _report_natives()
     requests = [r for m, k in BITNET_2B_LAYERS for n in (1, PREFILL_TOKENS)
@@ -279,7 +285,10 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
                 results[job] = future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+    synthesized = None
     if synthesis:
+        with suppress(EOFError):
+            synthesized = received.recv()  # (small: block figures and paths)
         synthesis.join()
     host_layers = [layer("host", m, k, repeats=repeats) for m, k in BITNET_2B_LAYERS]
     platform_layers = {"host": host_layers}
@@ -293,7 +302,7 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
     area_text = area_rows = None
     if with_area:
         step("synthesizing the RTL slices (cached after the first run)")
-        base, tsar = synthesize(variants)  # cached by the run beside the simulations
+        base, tsar = synthesized or synthesize(variants)  # the run beside the simulations
         area_rows = area_table(base, tsar)
         area_text = format_area_table(area_rows, "256-bit slice, base vs T-SAR c2s4")
     paper = PaperModels(tuple(results["model", model, name] for name in SHIPPED for model in PAPER_MODELS
