@@ -76,11 +76,12 @@ GEMM_BLOCK = TOKEN_BLOCK
 dataflows' token block (``tsar_plan.TOKEN_BLOCK``), and what the native GEMM loops run on too."""
 SEARCH = 3
 """Smaller shapes tried per axis for two runs of the target's code layout."""
-RUN_OVERHEAD = 2_500
-"""The fixed cost of one simulation (assembling, a machine, decoding and compiling the code), in
-TGEMVs of simulated work: about 45 ms of the Python engine, which simulates a TGEMV with its loads
-and loop in about 20 us, and per token an input's quantization in about as long, an output's
-zeroing and dequantization in 1.5 times that (fitted to the runs of a comparison)."""
+RUN_OVERHEAD = 500
+"""The fixed cost of one simulation (assembling, loading, decoding and compiling what differs from
+the kernel's last program on the worker's machine), in TGEMVs of simulated work: about 4 ms of the
+Python engine, which simulates a TGEMV with its loads and loop in about 8 us, and per token an
+input's quantization in about as long, an output's zeroing and dequantization in 1.5 times that
+(fitted to the 559 T-SAR runs of a report)."""
 NATIVE_RUN_OVERHEAD = 12_000
 """Likewise for a native core: about 0.2 s a run (its preparation, its tables, the library's code
 decoded in a fresh process), measured on the natives' runs of a report."""
