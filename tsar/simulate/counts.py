@@ -85,9 +85,10 @@ input's quantization in about as long, an output's zeroing and dequantization in
 NATIVE_RUN_OVERHEAD = 12_000
 """Likewise for a native core: about 0.2 s a run (its preparation, its tables, the library's code
 decoded in a fresh process), measured on the natives' runs of a report."""
-FINISH_SECONDS = 0.05
+FINISH_SECONDS = 0.005
 """Seconds to extrapolate one count from cached runs (loading them, combining, packing nothing:
-weight bytes come from the formats' size formulas), until the first ones are measured."""
+weight bytes come from the formats' size formulas), until the first ones are measured: a report's
+684 took 2 s on two workers."""
 NATIVE_WEIGHTS_PER_TGEMV = 12
 """Weights x tokens of a native core simulated in the time of one TGEMV: about 12 for the slowest
 per weight (TL2, trit5 with AVX2), measured per core on runs of one and two periods of each axis;
@@ -405,9 +406,15 @@ def plan_runs(requests: Iterable[Run]) -> list[Run]:
     be simulated for another count (in this call or before) costing nothing, and another run of its
     code less. Returns the runs to simulate (or find in the cache), largest first; the plan is kept
     for :func:`simulated_counts`."""
+    return _plan_into(requests, _state().planned, lambda run: cache_path(run).exists())
+
+
+def _plan_into(requests: Iterable[Run], planned: dict[Run, Basis | None],
+               cached: Callable[[Run], bool]) -> list[Run]:
+    """:func:`plan_runs` into ``planned``, ``cached(run)`` saying whether a count is cached."""
     chosen: dict[Run, None] = {}
     programs: set[Run] = set()
-    planned, simulated = _state().planned, _state().simulated
+    simulated = _state().simulated
 
     def free(run: Run) -> bool:
         return run in chosen or run in simulated or (run in planned and planned[run] is None)
@@ -430,7 +437,7 @@ def plan_runs(requests: Iterable[Run]) -> list[Run]:
                 commit(r, memo)
 
     for request in requests:
-        if request not in simulated and request not in planned and not cache_path(request).exists():
+        if request not in simulated and request not in planned and not cached(request):
             commit(request, {})
     return sorted(chosen, key=_work, reverse=True)
 
@@ -768,11 +775,14 @@ def _finish_in_worker(run: Run, decisions: dict[Run, Basis | None]) -> KernelCou
     return _counts(run)
 
 
-def _estimate(run: Run, memo: dict[Run, tuple[float, Basis | None]]) -> float:
-    """:func:`_work` of what computing ``run`` alone simulates (nothing cached; for progress)."""
-    with suppress(ValueError, UserError):
-        return _cheapest(run, _work, memo)[0]
-    return 0.0
+def _guess_runs(requests: Iterable[Run]) -> list[Run]:
+    """The runs planning ``requests`` together would simulate if none were cached (for progress,
+    before the cache can be consulted: the natives' keys wait for their library)."""
+    planned, out = dict(_state().planned), []
+    for request in requests:
+        with suppress(ValueError, UserError):
+            out += _plan_into([request], planned, lambda run: False)
+    return out
 
 
 def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | None = None,
@@ -811,12 +821,9 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
         if pool:
             pool.shutdown()
         return 0
-    memo: dict[Run, tuple[float, Basis | None]] = {}
     left: Counter[str] = Counter()  # work not done yet, per kernel (the natives' estimated until planned)
-    for r in pending:
+    for r in [*pending, *_guess_runs(natives)]:
         left[r.kernel] += _work(r)
-    for r in natives:
-        left[r.kernel] += _estimate(r, memo)
     native_guess = bool(natives)
     spent: dict[str, list[float]] = {}  # seconds and work of the runs done, per kernel
     planned_runs, simulated_runs, done = len(pending), 0, 0
@@ -824,14 +831,14 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
 
     def rate(kernel: str) -> float:
         """Seconds per unit of work of ``kernel``: measured on its runs, else on those of its family
-        (T-SAR or native), else on all, else :data:`RUN_OVERHEAD`'s 45 ms."""
+        (T-SAR or native), else on all, else :data:`RUN_OVERHEAD`'s 4 ms."""
         tsar = kernel.startswith(KERNEL_PREFIX)
         for same in (lambda k: k == kernel, lambda k: k.startswith(KERNEL_PREFIX) == tsar, lambda k: True):
             seconds = sum(s for k, (s, w) in spent.items() if same(k))
             work = sum(w for k, (s, w) in spent.items() if same(k))
             if work:
                 return seconds / work
-        return 45e-3 / RUN_OVERHEAD
+        return 4e-3 / RUN_OVERHEAD
 
     extrapolations, finish_started = 0, 0.0  # the counts extrapolated from the runs simulated whole
     running: dict[Future, tuple] = {}  # (runs simulated whole, True) or (run, False)
