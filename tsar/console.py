@@ -199,7 +199,8 @@ class Steps:
     ``weights[i]`` or the ``weight=`` of its call (its expected cost: its size, instructions,
     bytes...), else 1; steps not started yet weigh ``weights[i]`` or the mean of those seen. Between
     steps the heartbeat of :func:`watch` shows the current step's time and the updated estimate.
-    ``clock``: seconds (tests pass a simulated one)."""
+    Steps run in parallel are announced as they complete (``done=True``), after :meth:`begin`
+    started the clock. ``clock``: seconds (tests pass a simulated one)."""
 
     def __init__(self, total: int, say: Callable[[str], None] | None = None, *,
                  weights: Sequence[float] | None = None, clock: Callable[[], float] | None = None) -> None:
@@ -211,6 +212,7 @@ class Steps:
         self._first: float | None = None  # when the first step started
         self._at = 0.0                    # when the current step started
         self._message = ""
+        self._finished = False            # the current step was announced complete (done=True)
 
     def _weight(self, index: int, given: float | None) -> float:
         if given is not None:
@@ -228,6 +230,13 @@ class Steps:
     def _estimate(self, now: float) -> tuple[float, float, bool] | None:
         """(seconds left in the current step, seconds left after it, whether the step has overrun its
         expected time), or None before a step with work has completed."""
+        if self._finished and self._first is not None:  # the work of every step seen is done
+            done_work = sum(self._seen)
+            if done_work <= 0 or self._at <= self._first:
+                return None
+            rest = max(self._total_work() - done_work, 0.0)
+            left = (self._at - self._first) / done_work * rest - max(now - self._at, 0.0)
+            return 0.0, max(left, 0.0), False
         if len(self._seen) < 2 or self._first is None:
             return None
         done_work = sum(self._seen[:-1])
@@ -245,13 +254,20 @@ class Steps:
         estimate = self._estimate(self._clock() if now is None else now)
         return None if estimate is None else estimate[0] + estimate[1]
 
-    def __call__(self, message: str, weight: float | None = None) -> None:
+    def begin(self) -> None:
+        """Start the clock now, before the first step is announced (steps announced as they
+        complete: the time to the first completion is that step's)."""
+        if self._first is None:
+            self._first = self._clock()
+
+    def __call__(self, message: str, weight: float | None = None, *, done: bool = False) -> None:
+        """Announce the next step: starting now, or (``done``) complete now."""
         now = self._clock()
         if self._first is None:
             self._first = now
         self._seen.append(self._weight(len(self._seen), weight))
         self.done += 1
-        self._at, self._message = now, message
+        self._at, self._message, self._finished = now, message, done
         left = self.left(now)
         text = f"[{min(self.done, self.total)}/{self.total}] {message}"
         before = _state.emitted

@@ -229,9 +229,11 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
     ``remeasure`` (:mod:`tsar.estimate.measurements`)."""
     say = progress or (lambda _m: None)
     swept = tuple(m for m in PAPER_MODELS if m not in REPORT_MODELS) if paper_models else ()
-    modelled_jobs = (2 * len(BITNET_2B_LAYERS) + len(REPORT_MODELS) + len(swept)) * len(SHIPPED)
-    weights = [1.0] * modelled_jobs + [_host_weight(m, k, n, repeats, remeasure) for n in (1, PREFILL_TOKENS)
-                                       for m, k in BITNET_2B_LAYERS] + [1.0] * with_area
+    model_jobs = (len(REPORT_MODELS) + len(swept)) * len(SHIPPED)
+    layer_jobs = 2 * len(BITNET_2B_LAYERS) * len(SHIPPED)
+    host = [_host_weight(m, k, n, repeats, remeasure)
+            for n in (1, PREFILL_TOKENS) for m, k in BITNET_2B_LAYERS]
+    weights = [MODEL_WEIGHT] * model_jobs + [1.0] * layer_jobs + host + [1.0] * with_area
     step = Steps(len(weights), say, weights=weights)
     inner = detail  # the steps inside each comparison: with -v
 
@@ -277,11 +279,14 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
     pool = worker_pool()
     with pool:
         try:
+            step.begin()
             futures = {pool.submit(_modelled_job, job, inner): job for job in jobs}
             for future in as_completed(futures):
                 job = futures[future]
-                step(f"{job[2]}: model {job[1]}" if job[0] == "model" else
-                     f"{job[1]}: layer {job[4]} x {job[2]} x {job[3]} (modelled)")
+                if job[0] == "model":
+                    step(f"{job[2]}: model {job[1]}", MODEL_WEIGHT, done=True)
+                else:
+                    step(f"{job[1]}: layer {job[4]} x {job[2]} x {job[3]} (modelled)", 1.0, done=True)
                 results[job] = future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -315,6 +320,10 @@ def gemm_repeats(repeats: int) -> int:
     is 128 tokens), at least 3."""
     return max(3, repeats // 4)
 
+
+MODEL_WEIGHT = 8.0
+"""Expected time of one model estimate (every layer and operator of a model on a platform, from
+cached counts) in units of one modelled layer comparison: about 2.5 s against 0.3 s."""
 
 MEASURE_WEIGHT = 25.0
 """Expected seconds of measuring one BitNet-2B GEMV layer on the host (every kernel, alternating

@@ -244,3 +244,17 @@ def test_duration():
     assert [console.duration(s) for s in (0.4, 7, 59.6, 125, 3725)] == [
         "0 s", "7 s", "1 min 00 s", "2 min 05 s", "1 h 02 min"]
 
+
+
+def test_steps_announced_as_they_complete():
+    """Parallel jobs are announced as they complete: the clock starts at begin(), so the first
+    completion's time is measured work, and the time left is the measured rate times the work left."""
+    clock, said = Clock(), []
+    steps = console.Steps(4, said.append, clock=clock, weights=[2, 1, 1, 4])
+    steps.begin()
+    clock.now += 10  # the first job (2 units) completes after 10 s
+    steps("a", 2, done=True)
+    clock.now += 5
+    steps("b", 1, done=True)
+    steps("c")  # then a step announced as it starts
+    assert said == ["[1/4] a  (~30 s left)", "[2/4] b  (~25 s left)", "[3/4] c  (~25 s left)"]
