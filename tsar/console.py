@@ -213,6 +213,7 @@ class Steps:
         self._at = 0.0                    # when the current step started
         self._message = ""
         self._finished = False            # the current step was announced complete (done=True)
+        self._parallel = 1                # steps run at once (begin)
 
     def _weight(self, index: int, given: float | None) -> float:
         if given is not None:
@@ -232,7 +233,7 @@ class Steps:
         expected time), or None before a step with work has completed."""
         if self._finished and self._first is not None:  # the work of every step seen is done
             done_work = sum(self._seen)
-            if done_work <= 0 or self._at <= self._first:
+            if done_work <= 0 or self._at <= self._first or len(self._seen) < self._parallel:
                 return None
             rest = max(self._total_work() - done_work, 0.0)
             left = (self._at - self._first) / done_work * rest - max(now - self._at, 0.0)
@@ -254,11 +255,14 @@ class Steps:
         estimate = self._estimate(self._clock() if now is None else now)
         return None if estimate is None else estimate[0] + estimate[1]
 
-    def begin(self) -> None:
+    def begin(self, parallel: int = 1) -> None:
         """Start the clock now, before the first step is announced (steps announced as they
-        complete: the time to the first completion is that step's)."""
+        complete: the time to the first completion is that step's); ``parallel``: steps run at
+        once, so that no time is estimated before that many have completed (the first completion
+        took the time of all of them)."""
         if self._first is None:
             self._first = self._clock()
+        self._parallel = max(parallel, 1)
 
     def __call__(self, message: str, weight: float | None = None, *, done: bool = False) -> None:
         """Announce the next step: starting now, or (``done``) complete now."""

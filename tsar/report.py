@@ -34,7 +34,7 @@ from tsar.estimate.model import ModelEstimate, evaluate, model_requests
 from tsar.estimate.paper_models import FAMILIES, PaperModels, paper_requests, paper_speedup
 from tsar.models import BITNET_2B, BITNET_2B_LAYERS, PAPER_MODELS, PREFILL_TOKENS
 from tsar.sim.platforms import SHIPPED
-from tsar.simulate.counts import prefetch, worker_pool
+from tsar.simulate.counts import prefetch, worker_pool, workers
 
 REPORT_MODELS = (BITNET_2B.name, "llama3-8b", "falcon3-10b")
 
@@ -279,7 +279,7 @@ def collect(*, repeats: int = 20, progress: Callable[[str], None] | None = None,
     pool = worker_pool()
     with pool:
         try:
-            step.begin()
+            step.begin(parallel=workers())
             futures = {pool.submit(_modelled_job, job, inner): job for job in jobs}
             for future in as_completed(futures):
                 job = futures[future]

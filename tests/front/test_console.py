@@ -258,3 +258,10 @@ def test_steps_announced_as_they_complete():
     steps("b", 1, done=True)
     steps("c")  # then a step announced as it starts
     assert said == ["[1/4] a  (~30 s left)", "[2/4] b  (~25 s left)", "[3/4] c  (~25 s left)"]
+    said.clear()
+    steps = console.Steps(3, said.append, clock=clock)
+    steps.begin(parallel=2)  # two at once: the first completion alone says nothing of the rate
+    clock.now += 10
+    steps("a", done=True)
+    steps("b", done=True)
+    assert said == ["[1/3] a", "[2/3] b  (~5 s left)"]
