@@ -58,6 +58,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -66,7 +67,10 @@ from tsar.console import WorkHook
 from tsar.errors import UserError
 from tsar.kernels.simbuild import build_sim_library
 from tsar.kernels.tsar_plan import KERNEL_PREFIX, QUANT_LANES, TOKEN_BLOCK
-from tsar.sim import Machine, Stats
+from tsar.sim import Stats
+
+if TYPE_CHECKING:
+    from tsar.sim.python_engine.machine import PythonMachine
 
 ROW_UNIT = 256
 """The TL native cores' row block at the shapes compared (``bm`` of ``formats.tl2.default_bm``):
@@ -536,10 +540,10 @@ def simulate_whole(run: Run) -> KernelCounts:
                         tokens)
 
 
-_MACHINES: dict[int, tuple[str, Machine]] = {}
+_MACHINES: dict[int, tuple[str, PythonMachine]] = {}
 
 
-def _machine(kernel: str) -> Machine:
+def _machine(kernel: str) -> PythonMachine:
     """This process's machine for T-SAR runs of ``kernel``: each run loads its program alone
     (:func:`~tsar.simulate.tsar_kernel.load_alone`: the code a fresh machine would run, at the
     address it would load it, compiled only where it differs from the last run's); another kernel
