@@ -21,6 +21,7 @@ from keystone import KS_ARCH_X86, KS_MODE_64, KS_OPT_SYNTAX_INTEL, Ks, KsError
 
 from tsar.common.errors import UserError
 from tsar.isa import codec, syntax
+from tsar.isa.config import registry_version
 from tsar.isa.instructions import mnemonics
 from tsar.isa.modrm import INT32_MAX, INT32_MIN
 from tsar.isa.operands import Memory
@@ -210,6 +211,7 @@ def assemble_file(path: str | Path, *, base: int = 0) -> Program:
 def _parse(source: str, filename: str) -> list[_Statement]:
     statements = []
     seen: dict[str, int] = {}
+    version = registry_version()
     source = source.removeprefix("\ufeff")  # a byte-order mark is not text
     for number, raw in enumerate(source.splitlines(), start=1):
         labels, body, problem = _split_line(raw)
@@ -221,7 +223,7 @@ def _parse(source: str, filename: str) -> list[_Statement]:
                 seen[name] = number
         tsar = None
         if problem is None:
-            tsar, problem = _body_meaning(body)
+            tsar, problem = _body_meaning(body, version)
         if problem is not None:
             shown = raw if body.isascii() else raw.encode("ascii", "replace").decode()
             raise AssemblyError(filename, number, shown, problem)
@@ -249,9 +251,10 @@ def _split_line(raw: str) -> tuple[tuple[str, ...], str, str | None]:
 
 
 @lru_cache(maxsize=1 << 16)
-def _body_meaning(body: str) -> tuple[codec.TsarInstruction | None, str | None]:
+def _body_meaning(body: str, version: int) -> tuple[codec.TsarInstruction | None, str | None]:
     """A statement's T-SAR instruction (None for any other statement) and what refuses it (None
-    when it is accepted here; keystone judges the rest)."""
+    when it is accepted here; keystone judges the rest), with the configurations registered at
+    :func:`~tsar.isa.config.registry_version` ``version``."""
     word = body.split(None, 1)[0].lower() if body else ""
     st = _Statement(0, body, [], body)
     try:
@@ -316,16 +319,16 @@ def _check_output(statements: list[_Statement], line_addr: list[int], code: byte
         if hi <= lo:
             raise AssemblyError(filename, st.number, st.raw,
                                 "the statement produced no bytes (keystone did not understand it)")
-        if not _decodes_whole(code[lo:hi]):
+        if not _decodes_whole(code[lo:hi], registry_version()):
             raise AssemblyError(filename, st.number, st.raw,
                                 f"the statement assembled to bytes that do not decode: "
                                 f"{code[lo:hi].hex(' ')}")
 
 
 @lru_cache(maxsize=1 << 16)
-def _decodes_whole(code: bytes) -> bool:
+def _decodes_whole(code: bytes, version: int) -> bool:
     """Whether ``code`` decodes, to its end, as valid x86 (at any address: validity does not depend
-    on it)."""
+    on it) with the configurations of registry ``version`` (the T-SAR opcode maps)."""
     from tsar.isa.stream import decode_stream
 
     return all(decoded.valid for decoded in decode_stream(code, 0))

@@ -431,6 +431,7 @@ class TsarConfig:
 
 _REGISTRY: dict[str, TsarConfig] = {}
 _SORTED: list[tuple[TsarConfig, ...]] = []  # configs() since the registry last changed (or empty)
+_VERSION = [0]  # bumped by every change of the registry
 
 
 def register_config(config: TsarConfig) -> TsarConfig:
@@ -446,7 +447,7 @@ def register_config(config: TsarConfig) -> TsarConfig:
                 raise ValueError(f"{config.name}: {mnemonic} already exists at this width "
                                  f"(configuration {other.name})")
     _REGISTRY[config.name] = config
-    _SORTED.clear()
+    _changed()
     return config
 
 
@@ -462,7 +463,18 @@ def unregister_config(name: str) -> None:
     """Remove a configuration registered with :func:`register_config` (for experiments and tests)."""
     if _REGISTRY.pop(name, None) is None:
         raise KeyError(f"configuration {name!r} is not registered")
+    _changed()
+
+
+def _changed() -> None:
     _SORTED.clear()
+    _VERSION[0] += 1
+
+
+def registry_version() -> int:
+    """A number that changes whenever a configuration is registered or removed: part of the key
+    of every cache of something the registry decides (what a mnemonic or an opcode means)."""
+    return _VERSION[0]
 
 
 def configs() -> tuple[TsarConfig, ...]:

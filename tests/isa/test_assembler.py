@@ -204,3 +204,23 @@ def test_integer_literals_mean_the_same_in_any_radix(literal: str, value: int) -
 def test_quoted_text_keeps_its_digits() -> None:
     assert radix_free('.ascii "224 0E0h"') == '.ascii "224 0E0h"'
     assert radix_free("lea rax, [rcx + rdx*8 - 16]") == "lea rax, [rcx + rdx*0x8 - 0x10]"
+
+
+def test_a_reregistered_mnemonic_assembles_to_its_new_encoding():
+    """The assembler's per-line caches follow the registry: a mnemonic registered again in another
+    encoding slot assembles to the new encoding, and one removed is unknown again."""
+    from tsar.isa.config import TsarConfig, free_slots, register_config, unregister_config
+
+    first, second = free_slots()[:2]
+    text = "tlut3x8 ymm0, [rsi]\n"
+    codes = []
+    for slot in (first, second):
+        cfg = register_config(TsarConfig("reslot-c3s8", c=3, s=8, slot=slot))
+        try:
+            assert cfg.tlut_mnemonic == "tlut3x8"
+            codes.append(assemble(text).code)
+        finally:
+            unregister_config(cfg.name)
+    assert codes[0] != codes[1]
+    with pytest.raises(AssemblyError, match="unknown T-SAR mnemonic 'tlut3x8'"):
+        assemble(text)

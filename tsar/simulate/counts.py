@@ -540,21 +540,23 @@ def simulate_whole(run: Run) -> KernelCounts:
                         tokens)
 
 
-_MACHINES: dict[int, tuple[str, PythonMachine]] = {}
+_MACHINES: dict[int, tuple[tuple[str, int], PythonMachine]] = {}
 
 
 def _machine(kernel: str) -> PythonMachine:
     """This process's machine for T-SAR runs of ``kernel``: each run loads its program alone
     (:func:`~tsar.simulate.tsar_kernel.load_alone`: the code a fresh machine would run, at the
-    address it would load it, compiled only where it differs from the last run's); another kernel
-    gets a fresh machine (its state is then what a fresh machine's is, e.g. not widened by an
-    earlier 512-bit kernel)."""
-    pid = os.getpid()  # a forked worker creates its own
+    address it would load it, compiled only where it differs from the last run's); another kernel,
+    or a change of the registered configurations, gets a fresh machine (its state is then what a
+    fresh machine's is, e.g. not widened by an earlier 512-bit kernel)."""
+    from tsar.isa.config import registry_version
+
+    pid, key = os.getpid(), (kernel, registry_version())  # a forked worker creates its own
     held = _MACHINES.get(pid)
-    if held is None or held[0] != kernel:
+    if held is None or held[0] != key:
         from tsar.sim.python_engine.machine import PythonMachine
 
-        held = _MACHINES[pid] = (kernel, PythonMachine())
+        held = _MACHINES[pid] = (key, PythonMachine())
     return held[1]
 
 
