@@ -227,7 +227,7 @@ def encode_codes(cfg: TsarConfig, weights: np.ndarray) -> np.ndarray:
     ``sum_i (w_i + 1) * 3^i``), looked up by the block's base-3 pattern."""
     w = np.asarray(weights)
     _check_ternary(w)
-    key = np.zeros(w.shape[:-1], np.uint8 if 3 ** cfg.c <= 256 else np.uint16)
+    key = np.zeros(w.shape[:-1], np.min_scalar_type(3 ** cfg.c - 1))
     for i in reversed(range(cfg.c)):
         key *= 3
         key += (w[..., i] + 1).astype(key.dtype)
