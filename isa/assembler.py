@@ -168,7 +168,7 @@ def assemble(source: str, *, base: int = 0, filename: str = "<input>") -> Progra
         if _addresses(code, len(statements), list(labels)) != addresses:
             raise RuntimeError("internal: layout changed between assembler passes")
     code = code[: line_addr[-1] - base]
-    _check_output(statements, line_addr, code, base, filename)
+    _check_output(statements, line_addr, code, base, filename, registry_version())
 
     listing = [
         ListingEntry(st.number, line_addr[i], code[line_addr[i] - base: line_addr[i + 1] - base],
@@ -310,7 +310,7 @@ def _check_text(st: _Statement, filename: str) -> None:
 
 
 def _check_output(statements: list[_Statement], line_addr: list[int], code: bytes, base: int,
-                  filename: str) -> None:
+                  filename: str, version: int) -> None:
     """Every instruction line must produce bytes that decode back, whole, as valid x86."""
     for i, st in enumerate(statements):
         if st.tsar is not None or not st.body or st.body.startswith("."):
@@ -319,7 +319,7 @@ def _check_output(statements: list[_Statement], line_addr: list[int], code: byte
         if hi <= lo:
             raise AssemblyError(filename, st.number, st.raw,
                                 "the statement produced no bytes (keystone did not understand it)")
-        if not _decodes_whole(code[lo:hi], registry_version()):
+        if not _decodes_whole(code[lo:hi], version):
             raise AssemblyError(filename, st.number, st.raw,
                                 f"the statement assembled to bytes that do not decode: "
                                 f"{code[lo:hi].hex(' ')}")

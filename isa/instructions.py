@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 
-from tsar.isa.config import TsarConfig, configs
+from tsar.isa.config import TsarConfig, configs, registry_version
 
 VEX_MAP = 8
 EVEX_MAP = 0
@@ -226,16 +226,16 @@ def _by_mnemonic(cfgs: tuple[TsarConfig, ...]) -> dict[str, tuple[InstructionSpe
     return out
 
 
-_CURRENT: list = [None, {}, frozenset()]  # configs(), its specs by mnemonic, the mnemonics
+_CURRENT: list = [-1, {}, frozenset()]  # registry version, its specs by mnemonic, the mnemonics
 
 
 def _current() -> list:
-    """The specs by mnemonic of the registered configurations, looked up again only when
-    :func:`configs` is another tuple (the registry changed): a lookup hashes nothing."""
-    cfgs = configs()
-    if _CURRENT[0] is not cfgs:
-        table = _by_mnemonic(cfgs)
-        _CURRENT[:] = [cfgs, table, frozenset(table)]
+    """The specs by mnemonic of the registered configurations, looked up again only when the
+    registry changed (:func:`~tsar.isa.config.registry_version`): a lookup hashes nothing."""
+    version = registry_version()
+    if _CURRENT[0] != version:
+        table = _by_mnemonic(configs())
+        _CURRENT[:] = [version, table, frozenset(table)]
     return _CURRENT
 
 

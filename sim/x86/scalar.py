@@ -72,8 +72,7 @@ def _move16(name: str, ops: list[Operand], st: CpuState, trace: bool, mem_r: int
         return None
     if name == "movsx" and src.size == 1:
         def movsx16() -> None:
-            v = get()
-            g[n] = (g[n] & ~0xFFFF) | ((v | 0xFF00) if v & 0x80 else v)
+            g[n] = (g[n] & ~0xFFFF) | (_signed(get(), 8) & 0xFFFF)
         return Compiled(movsx16, mem_r, 0)
 
     def move16() -> None:

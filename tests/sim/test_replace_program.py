@@ -11,7 +11,7 @@ import tsar.sim.python_engine.blocks as blocks
 from tsar.isa.assembler import assemble
 from tsar.sim.errors import SimulationError
 from tsar.sim.python_engine.machine import PythonMachine
-from tsar.simulate.tsar_kernel import load_alone, plan_for, program_for, simulate
+from tsar.simulate.tsar_kernel import loaded_symbols, plan_for, program_for, simulate
 
 COUNTED = [
     "instructions", "by_class", "by_mnemonic", "per_address", "tsar_uops", "vector_bytes_read",
@@ -42,7 +42,7 @@ def _run(kernel: str, M: int, K: int, machine: PythonMachine, tokens: int = 2):
     rng = np.random.default_rng(M * K + tokens)
     w_t = rng.integers(-1, 2, (M, K)).astype(np.int8)
     x = rng.standard_normal((tokens, K)).astype(np.float32)
-    load_alone(machine, program_for(plan))
+    loaded_symbols(machine, program_for(plan), alone=True)
     return simulate(plan, x, w_t, 1.0, machine=machine)
 
 

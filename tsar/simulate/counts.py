@@ -517,13 +517,13 @@ def simulate_whole(run: Run) -> KernelCounts:
     """Simulate ``run`` (bit-exact against the reference, or RuntimeError)."""
     kernel, M, K, tokens = run.kernel, run.M, run.K, run.tokens
     if run.tsar:
-        from tsar.simulate.tsar_kernel import load_alone, program_for, simulate
+        from tsar.simulate.tsar_kernel import loaded_symbols, program_for, simulate
 
         plan = _plan(run)
         rng = np.random.default_rng(0)
         w_t = rng.integers(-1, 2, (M, K)).astype(np.int8)
         machine = _machine(kernel)
-        load_alone(machine, program_for(plan, run.loops))
+        loaded_symbols(machine, program_for(plan, run.loops), alone=True)
         out = simulate(plan, rng.standard_normal((tokens, K)).astype(np.float32), w_t, 1.0, loops=run.loops,
                        machine=machine)
         if not out.exact:
@@ -545,7 +545,7 @@ _MACHINES: dict[int, tuple[tuple[str, int], PythonMachine]] = {}
 
 def _machine(kernel: str) -> PythonMachine:
     """This process's machine for T-SAR runs of ``kernel``: each run loads its program alone
-    (:func:`~tsar.simulate.tsar_kernel.load_alone`: the code a fresh machine would run, at the
+    (:func:`~tsar.simulate.tsar_kernel.loaded_symbols` ``alone``: the code a fresh machine would run, at the
     address it would load it, compiled only where it differs from the last run's); another kernel,
     or a change of the registered configurations, gets a fresh machine (its state is then what a
     fresh machine's is, e.g. not widened by an earlier 512-bit kernel)."""
@@ -709,11 +709,16 @@ def _size(run: Run) -> float:
         return 0.0
 
 
-def _plan_quietly(requests: Iterable[Run]) -> list[Run]:
+def _plan_quietly(requests: Iterable[Run], planned: dict[Run, Basis | None] | None = None,
+                  cached: Callable[[Run], bool] | None = None) -> list[Run]:
+    """:func:`plan_runs` (into ``planned`` and with ``cached`` when given), each request on its own
+    so that a shape a kernel cannot take is left to the caller (reported in context)."""
+    planned = _state().planned if planned is None else planned
+    cached = cached or (lambda run: cache_path(run).exists())
     out: list[Run] = []
-    for request in requests:  # a shape a kernel cannot take is left to the caller (reported in context)
+    for request in requests:
         with suppress(ValueError, UserError):
-            out += plan_runs([request])
+            out += _plan_into([request], planned, cached)
     return sorted(dict.fromkeys(out), key=_work, reverse=True)
 
 
@@ -781,16 +786,6 @@ def _finish_in_worker(run: Run, decisions: dict[Run, Basis | None]) -> KernelCou
     return _counts(run)
 
 
-def _guess_runs(requests: Iterable[Run]) -> list[Run]:
-    """The runs planning ``requests`` together would simulate if none were cached (for progress,
-    before the cache can be consulted: the natives' keys wait for their library)."""
-    planned, out = dict(_state().planned), []
-    for request in requests:
-        with suppress(ValueError, UserError):
-            out += _plan_into([request], planned, lambda run: False)
-    return out
-
-
 def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | None = None,
              progress: WorkHook | None = None) -> int:
     """Plan ``requests`` (:func:`plan_runs`) and compute them in ``jobs`` processes (default
@@ -828,7 +823,8 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
             pool.shutdown()
         return 0
     left: Counter[str] = Counter()  # work not done yet, per kernel (the natives' estimated until planned)
-    for r in [*pending, *_guess_runs(natives)]:
+    # the natives as planned if nothing were cached (their cache keys wait for their library)
+    for r in [*pending, *_plan_quietly(natives, dict(state.planned), lambda run: False)]:
         left[r.kernel] += _work(r)
     native_guess = bool(natives)
     spent: dict[str, list[float]] = {}  # seconds and work of the runs done, per kernel
@@ -880,7 +876,8 @@ def prefetch(requests: Iterable[Run | tuple[str, int, int, int]], jobs: int | No
                         running[pool.submit(_finish_in_worker, run, decisions(run))] = run, False
                 while pending and len(running) + (build is not None) < jobs:
                     group = _next_job(pending, job_work)
-                    pending = [r for r in pending if r not in group]
+                    taken = set(group)
+                    pending = [r for r in pending if r not in taken]
                     future = pool.submit(_simulate_in_worker, group)
                     running[future], submitted[future] = (group, True), time.monotonic()
                 if not running and not build:

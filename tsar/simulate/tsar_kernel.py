@@ -23,7 +23,6 @@ from tsar.kernels.formats.tsar import pack_weights
 from tsar.kernels.tsar_codegen import function_name, generate
 from tsar.kernels.tsar_plan import KernelPlan, kernel_names, make_plan, parse_kernel_name
 from tsar.sim import Machine, Stats, call_options, create_machine
-from tsar.sim.python_engine.machine import PythonMachine
 
 KERNEL_NAMES = kernel_names()
 """The kernels of the configurations registered with the package (a variant registered later is
@@ -90,23 +89,18 @@ def program_for(plan: KernelPlan, loops: tuple[int, ...] | None = None) -> Progr
 _LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def loaded_symbols(machine: Machine, program: Program) -> dict[str, int]:
+def loaded_symbols(machine: Machine, program: Program, *, alone: bool = False) -> dict[str, int]:
     """``program``'s labels on ``machine``, loading it the first time only (a machine that runs a
-    kernel again reuses its decoded and compiled code)."""
+    kernel again reuses its decoded and compiled code). ``alone``: ``program`` becomes the Python
+    machine's only code, loaded over what it held (:meth:`PythonMachine.replace_program`, which keeps
+    the compiled instructions the two programs share)."""
     loaded = _LOADED.setdefault(machine, {})
     if id(program) not in loaded:
-        loaded[id(program)] = (program, machine.load_program(program))
-    return loaded[id(program)][1]
-
-
-def load_alone(machine: PythonMachine, program: Program) -> dict[str, int]:
-    """``program``'s labels on ``machine`` with ``program`` its only code: loaded over what the
-    machine held before (:meth:`PythonMachine.replace_program`, which keeps the compiled instructions
-    the two programs share), unless it is loaded already."""
-    loaded = _LOADED.setdefault(machine, {})
-    if id(program) not in loaded:
-        symbols = machine.replace_program(program)
-        loaded.clear()
+        if alone:
+            symbols = machine.replace_program(program)
+            loaded.clear()
+        else:
+            symbols = machine.load_program(program)
         loaded[id(program)] = (program, symbols)
     return loaded[id(program)][1]
 
